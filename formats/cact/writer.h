@@ -1,0 +1,31 @@
+// Writes a .cact: header and codebook from the geometry, directory, blobs in canonical
+// order at 64-byte alignment with zero padding. Atomic (temp file + rename); a path ending
+// in ".zst" is written zstd-compressed.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "formats/cact/header.h"
+
+namespace cact {
+
+struct TensorBlob {
+  std::string name;             // canonical (used for error messages and checks)
+  TensorRecord record;          // dtype, ndim, shape, group, bits; offset/nbytes are filled in
+  std::vector<uint8_t> bytes;   // the blob
+};
+
+struct CactContents {
+  Geometry geometry;
+  std::vector<float> codebook;  // codebook_len values (CQ2 | CQ3 | CQ4)
+  std::vector<TensorBlob> tensors;  // in directory order, tokenizer last
+};
+
+// Lays out offsets and produces the file bytes (validated by re-parsing in debug builds).
+absl::StatusOr<std::vector<uint8_t>> SerializeCact(const CactContents& c);
+absl::Status WriteCact(const std::string& path, const CactContents& c, int zstd_level = 19);
+
+}  // namespace cact

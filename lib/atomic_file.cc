@@ -1,0 +1,99 @@
+#include "lib/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "lib/file_bytes.h"
+#include "lib/status.h"
+
+namespace cact {
+
+static std::string ErrnoText() { return std::strerror(errno); }
+
+absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
+  AtomicFileWriter w;
+  w.path_ = path;
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (base.empty()) return FileError(path, "output path names a directory");
+  std::string tmpl = (slash == std::string::npos ? std::string() : dir) + "." + base + ".tmp.XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  int fd = mkstemp(buf.data());
+  if (fd < 0) return FileError(path, "cannot create temporary output file: " + ErrnoText());
+  fchmod(fd, 0644);
+  w.fd_ = fd;
+  w.tmp_ = buf.data();
+  return w;
+}
+
+AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
+    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_), written_(o.written_),
+      committed_(o.committed_) {
+  o.fd_ = -1;
+  o.committed_ = true;  // the moved-from object owns nothing
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+absl::Status AtomicFileWriter::Write(std::span<const uint8_t> bytes) {
+  const uint8_t* p = bytes.data();
+  size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return FileError(path_, absl::StrFormat("write failed after %d bytes: %s", written_, ErrnoText()));
+    }
+    p += n;
+    left -= size_t(n);
+    written_ += uint64_t(n);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFileWriter::WriteZeros(uint64_t n) {
+  static const uint8_t kZeros[4096] = {};
+  while (n > 0) {
+    size_t k = n < sizeof(kZeros) ? size_t(n) : sizeof(kZeros);
+    CACT_RETURN_IF_ERROR(Write({kZeros, k}));
+    n -= k;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AtomicFileWriter::Commit() {
+  if (::fsync(fd_) != 0) return FileError(path_, "fsync failed: " + ErrnoText());
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    return FileError(path_, "close failed: " + ErrnoText());
+  }
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0)
+    return FileError(path_, "cannot rename temporary file into place: " + ErrnoText());
+  committed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, int zstd_level) {
+  std::vector<uint8_t> packed;
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".zst") == 0) {
+    packed = ZstdCompress(bytes, zstd_level, 2);
+    if (packed.empty() && !bytes.empty()) return FileError(path, "zstd compression failed");
+    bytes = packed;
+  }
+  CACT_ASSIGN_OR_RETURN(AtomicFileWriter w, AtomicFileWriter::Create(path));
+  CACT_RETURN_IF_ERROR(w.Write(bytes));
+  return w.Commit();
+}
+
+}  // namespace cact

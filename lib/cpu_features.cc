@@ -1,0 +1,59 @@
+#include "lib/cpu_features.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace cact {
+
+#if defined(__x86_64__) || defined(__i386__)
+static uint64_t Xgetbv0() {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (uint64_t(edx) << 32) | eax;
+}
+#endif
+
+static CpuFeatures Detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  bool osxsave = c & (1u << 27);
+  bool avx = c & (1u << 28);
+  f.fma = c & (1u << 12);
+  f.f16c = c & (1u << 29);
+  uint64_t xcr0 = osxsave ? Xgetbv0() : 0;
+  bool ymm_os = (xcr0 & 6) == 6;
+  bool zmm_os = (xcr0 & 0xE6) == 0xE6;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    f.avx2 = avx && ymm_os && (b & (1u << 5));
+    f.avx512f = zmm_os && (b & (1u << 16));
+    f.avx512bw = zmm_os && (b & (1u << 30));
+    f.avx512vl = zmm_os && (b & (1u << 31));
+    f.avx512_vnni = zmm_os && (c & (1u << 11));
+  }
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = ymm_os && (a & (1u << 4));
+  f.fma = f.fma && ymm_os;
+  f.f16c = f.f16c && ymm_os;
+  char brand[49] = {};
+  for (unsigned i = 0; i < 3; ++i) {
+    unsigned r[4];
+    if (!__get_cpuid(0x80000002 + i, &r[0], &r[1], &r[2], &r[3])) break;
+    std::memcpy(brand + 16 * i, r, 16);
+  }
+  f.brand = brand;
+  while (!f.brand.empty() && f.brand.back() == ' ') f.brand.pop_back();
+#endif
+  return f;
+}
+
+const CpuFeatures& GetCpuFeatures() {
+  static const CpuFeatures f = Detect();
+  return f;
+}
+
+}  // namespace cact

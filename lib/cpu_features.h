@@ -1,0 +1,16 @@
+// Run-time CPU feature detection (CPUID + XGETBV), used to pick SIMD kernels.
+#pragma once
+#include <string>
+
+namespace cact {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false;
+  bool avx_vnni = false;
+  std::string brand;
+};
+
+const CpuFeatures& GetCpuFeatures();
+
+}  // namespace cact

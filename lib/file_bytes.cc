@@ -1,0 +1,123 @@
+#include "lib/file_bytes.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lib/status.h"
+
+namespace cact {
+
+struct FileBytes::Mapping {
+  void* addr = nullptr;
+  size_t len = 0;
+  ~Mapping() {
+    if (addr && len) munmap(addr, len);
+  }
+};
+
+bool IsZstd(std::span<const uint8_t> b) {
+  return b.size() >= 4 && b[0] == 0x28 && b[1] == 0xB5 && b[2] == 0x2F && b[3] == 0xFD;
+}
+
+static absl::StatusOr<std::vector<uint8_t>> Decompress(const std::string& path,
+                                                       std::span<const uint8_t> in,
+                                                       uint64_t max_out) {
+  std::vector<uint8_t> out;
+  ZSTD_DStream* ds = ZSTD_createDStream();
+  if (!ds) return FileError(path, "zstd: out of memory");
+  ZSTD_initDStream(ds);
+  ZSTD_inBuffer ib{in.data(), in.size(), 0};
+  size_t chunk = ZSTD_DStreamOutSize();
+  size_t ret = 1;
+  while (ib.pos < ib.size || ret != 0) {
+    size_t old = out.size();
+    if (old + chunk > max_out) {
+      ZSTD_freeDStream(ds);
+      return FileError(path, absl::StrFormat("zstd: decompressed size exceeds the %d byte limit",
+                                             max_out));
+    }
+    out.resize(old + chunk);
+    ZSTD_outBuffer ob{out.data() + old, chunk, 0};
+    size_t before_in = ib.pos;
+    ret = ZSTD_decompressStream(ds, &ob, &ib);
+    out.resize(old + ob.pos);
+    if (ZSTD_isError(ret)) {
+      ZSTD_freeDStream(ds);
+      return FormatError(path, "zstd frame", before_in, ZSTD_getErrorName(ret));
+    }
+    if (ib.pos == ib.size && ob.pos == 0 && ret != 0) {
+      ZSTD_freeDStream(ds);
+      return FormatError(path, "zstd frame", ib.pos, "truncated compressed stream");
+    }
+  }
+  ZSTD_freeDStream(ds);
+  return out;
+}
+
+absl::StatusOr<FileBytes> FileBytes::Open(const std::string& path, uint64_t max_decompressed) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return FileError(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return FileError(path, "not a regular file");
+  }
+  FileBytes fb;
+  fb.path_ = path;
+  size_t len = static_cast<size_t>(st.st_size);
+  if (len == 0) {
+    ::close(fd);
+    static const uint8_t kEmpty = 0;
+    fb.data_ = &kEmpty;
+    fb.size_ = 0;
+    return fb;
+  }
+  void* addr = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (addr == MAP_FAILED) return FileError(path, std::string("mmap failed: ") + std::strerror(errno));
+  fb.mapping_ = std::make_shared<Mapping>();
+  fb.mapping_->addr = addr;
+  fb.mapping_->len = len;
+  fb.data_ = static_cast<const uint8_t*>(addr);
+  fb.size_ = len;
+  if (IsZstd(fb.span())) {
+    auto out = Decompress(path, fb.span(), max_decompressed);
+    if (!out.ok()) return out.status();
+    fb.mapping_.reset();
+    fb.owned_ = std::make_shared<std::vector<uint8_t>>(std::move(*out));
+    fb.data_ = fb.owned_->data();
+    fb.size_ = fb.owned_->size();
+    fb.decompressed_ = true;
+  }
+  return fb;
+}
+
+FileBytes FileBytes::FromBuffer(std::string name, std::vector<uint8_t> data) {
+  FileBytes fb;
+  fb.path_ = std::move(name);
+  fb.owned_ = std::make_shared<std::vector<uint8_t>>(std::move(data));
+  fb.data_ = fb.owned_->data();
+  fb.size_ = fb.owned_->size();
+  return fb;
+}
+
+std::vector<uint8_t> ZstdCompress(std::span<const uint8_t> bytes, int level, int threads) {
+  ZSTD_CCtx* cc = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
+  if (threads > 1) ZSTD_CCtx_setParameter(cc, ZSTD_c_nbWorkers, threads);
+  ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
+  std::vector<uint8_t> out(ZSTD_compressBound(bytes.size()));
+  size_t n = ZSTD_compress2(cc, out.data(), out.size(), bytes.data(), bytes.size());
+  ZSTD_freeCCtx(cc);
+  if (ZSTD_isError(n)) return {};
+  out.resize(n);
+  return out;
+}
+
+}  // namespace cact

@@ -1,0 +1,50 @@
+// Read-only bytes of an input file: mmap'd (zero copy) or, for zstd input, decompressed
+// into memory. `.cact.zst` is a first-class input everywhere because of this class.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cact {
+
+class FileBytes {
+ public:
+  // Opens `path`; a file starting with the zstd magic is decompressed (bounded by
+  // `max_decompressed` bytes so a lying frame header cannot make us allocate without limit).
+  static absl::StatusOr<FileBytes> Open(const std::string& path,
+                                        uint64_t max_decompressed = uint64_t{4} << 30);
+  // Wraps bytes already in memory (tests, fuzzers, decompressed streams).
+  static FileBytes FromBuffer(std::string name, std::vector<uint8_t> data);
+
+  FileBytes() = default;
+  FileBytes(FileBytes&&) noexcept = default;
+  FileBytes& operator=(FileBytes&&) noexcept = default;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  std::span<const uint8_t> span() const { return {data_, size_}; }
+  const std::string& path() const { return path_; }
+  bool decompressed() const { return decompressed_; }
+  bool mapped() const { return mapping_ != nullptr; }
+
+ private:
+  struct Mapping;  // munmaps on destruction
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool decompressed_ = false;
+  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<std::vector<uint8_t>> owned_;
+};
+
+// True when `bytes` start with the zstd frame magic 28 B5 2F FD.
+bool IsZstd(std::span<const uint8_t> bytes);
+// Compresses with zstd at `level` (multi-threaded when `threads` > 1).
+std::vector<uint8_t> ZstdCompress(std::span<const uint8_t> bytes, int level = 19, int threads = 0);
+
+}  // namespace cact

@@ -1,0 +1,12 @@
+// Fast Walsh-Hadamard transform (Sylvester order), in place, float32.
+#pragma once
+#include <cstddef>
+
+namespace cact {
+
+// Unnormalised butterflies: x <- H_n x with H_n entries +-1. n must be a power of two.
+void FwhtUnnormalized(float* x, size_t n);
+// Orthonormal: x <- (H_n / sqrt(n)) x.
+void FwhtOrthonormal(float* x, size_t n);
+
+}  // namespace cact

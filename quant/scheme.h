@@ -1,0 +1,27 @@
+// Bit-width schemes: "embedding=4,mhc=4,default=2". Comma list of prefix=bits; the longest
+// prefix of the scheme-match name (layout.h SchemeMatchName) wins; `default` is required;
+// widths 2, 3, 4 and 1.58 (ternary, record bits 5).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cact {
+
+struct Scheme {
+  std::vector<std::pair<std::string, uint32_t>> rules;  // prefix -> record bits (5 = ternary)
+  uint32_t default_bits = 2;
+  // Record bits for a canonical tensor name.
+  uint32_t BitsFor(const std::string& canonical_name) const;
+  std::string ToString() const;  // canonical text, e.g. "embedding=4,mhc=4,default=2"
+};
+
+inline constexpr const char* kDefaultScheme = "embedding=4,mhc=4,default=2";
+absl::StatusOr<Scheme> ParseScheme(const std::string& text);
+// "2", "3", "4" or "1.58" for record bits.
+std::string WidthName(uint32_t record_bits);
+
+}  // namespace cact

@@ -1,0 +1,77 @@
+// Shared helpers for the test executables: fixture paths, temp dirs, running tools.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace cact::testing {
+
+inline std::string FixturesDir() { return CACT_FIXTURES_DIR; }
+inline std::string Fixture(const std::string& kase, const std::string& file) {
+  return FixturesDir() + "/" + kase + "/" + file;
+}
+inline const std::vector<std::string>& FixtureCases() {
+  static const std::vector<std::string> cases = {"tiny", "odd"};
+  return cases;
+}
+inline std::string Tool(const std::string& name) { return std::string(CACT_BIN_DIR) + "/" + name; }
+inline std::string Python() { return CACT_PYTHON; }
+
+// A fresh directory under the build's temp area, removed at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "cact_test_XXXXXX").string();
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    path_ = mkdtemp(buf.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string path() const { return path_; }
+  std::string operator/(const std::string& f) const { return path_ + "/" + f; }
+
+ private:
+  std::string path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string output;  // stdout and stderr interleaved
+};
+
+// Runs `cmd` through /bin/sh, capturing stdout+stderr.
+inline CommandResult Run(const std::string& cmd) {
+  CommandResult r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = pclose(p);
+  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  else if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
+  return r;
+}
+
+inline std::vector<uint8_t> ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+inline void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+}  // namespace cact::testing
