@@ -1,0 +1,58 @@
+// The interface both forward paths implement (reference FP32 and the fast int8 path), so
+// tools, the validator and the tests can drive either one.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/model.h"
+
+namespace cact {
+
+// Key k is visible from query q iff k <= q and (window == 0 or q - k < window or k < sink).
+// The engram history is never windowed.
+struct AttentionWindow {
+  uint32_t window = 0;  // 0 = plain causal
+  uint32_t sink = 0;    // number of pinned first positions
+  bool Visible(uint32_t q, uint32_t k) const {
+    return k <= q && (window == 0 || q - k < window || k < sink);
+  }
+};
+
+struct ForwardOptions {
+  AttentionWindow attn;
+  int threads = 1;
+  bool keep_hidden = false;  // record the lane mean after each layer (hidden())
+};
+
+class Forward {
+ public:
+  virtual ~Forward();
+  // Forgets every fed token (KV cache, engram history, hidden states).
+  virtual void Reset() = 0;
+  // Appends `tokens` at positions position()..position()+n-1. Writes logits [n, vocab]
+  // (all_positions) or [1, vocab] for the last token only; `logits` may be null.
+  // Errors (unknown id, sequence longer than max_seq_len) leave the state unchanged.
+  virtual absl::Status Feed(std::span<const int32_t> tokens, std::vector<float>* logits,
+                            bool all_positions) = 0;
+  // Number of tokens fed since Reset().
+  virtual uint32_t position() const = 0;
+  // With keep_hidden: lane mean after each layer, [L][position()][d] row-major
+  // (the layout of the fixtures' hidden_*.npy). Empty otherwise.
+  virtual const std::vector<float>& hidden() const = 0;
+  // "reference", "fast", ...
+  virtual std::string name() const = 0;
+};
+
+// The plain FP32 forward of the spec (engine/reference_forward.cc). Dequantizes every
+// weight at construction; keeps an FP32 KV cache of the whole sequence.
+std::unique_ptr<Forward> MakeReferenceForward(const Model& model, const ForwardOptions& options);
+
+// Common input checks every path applies before touching its state: token ids in
+// [0, vocab) and position() + n <= max_seq_len.
+absl::Status CheckFeed(const Model& model, uint32_t position, std::span<const int32_t> tokens);
+
+}  // namespace cact
