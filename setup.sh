@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian 12 machine:
+#   bash setup.sh run    install packages, build (Release), make the synthetic needle2
+#                        model, inspect it, verify it, validate and run it
+#   bash setup.sh test   install packages, build everything, run the whole test suite (ctest)
+# Both are idempotent: packages already installed are not reinstalled; the build is reused.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+MODE="${1:-run}"
+BUILD="${CACT_BUILD_DIR:-build}"
+JOBS="$(nproc)"
+PACKAGES=(build-essential cmake pkg-config libtorch-dev libabsl-dev libcli11-dev nlohmann-json3-dev
+          libzstd-dev zstd libgtest-dev libssl-dev python3-torch python3-numpy python3-sentencepiece)
+
+install_packages() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    echo "== installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  fi
+}
+
+configure() {
+  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+}
+
+case "$MODE" in
+  run)
+    install_packages
+    configure
+    echo "== building cact-inspect, cact-quant, cact-run"
+    cmake --build "$BUILD" -j"$JOBS" --target cact-inspect cact-quant cact-run
+    mkdir -p out
+    B="$BUILD/tools"
+    echo "== cact-quant synth --preset needle2 (synthetic model, released geometry)"
+    "$B/cact-quant" synth --preset needle2 --seed 1 -o out/needle2.cact
+    echo "== cact-inspect out/needle2.cact"
+    "$B/cact-inspect" out/needle2.cact
+    echo "== cact-inspect verify out/needle2.cact"
+    "$B/cact-inspect" verify out/needle2.cact
+    echo "== cact-run --validate (fast path vs FP32 reference)"
+    "$B/cact-run" out/needle2.cact --validate -p "Permission is hereby granted, free of charge, to any person obtaining a copy"
+    echo "== cact-run generation"
+    "$B/cact-run" out/needle2.cact -p "The license" -n 32
+    ;;
+  test)
+    install_packages
+    configure
+    echo "== building everything (the TorchScript bridge takes a few minutes)"
+    cmake --build "$BUILD" -j"$JOBS"
+    echo "== ctest"
+    ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" --timeout 900
+    ;;
+  *)
+    echo "usage: bash setup.sh [run|test]" >&2
+    exit 2
+    ;;
+esac
