@@ -1,0 +1,114 @@
+// Lloyd-Max codebooks, reproducing the exporter's numpy computation step by step:
+// sorted RandomState(0).randn(400000), quantile start, 200 Lloyd iterations in float64 with
+// numpy's summation order for the means, then float32(c / sqrt(group)).
+#include "quant/codebook.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "quant/numpy_random.h"
+#include "quant/numpy_sum.h"
+
+namespace cact {
+namespace {
+
+constexpr size_t kSamples = 400000;
+constexpr int kIterations = 200;
+constexpr double kTernaryLevel = 1.2240064;
+
+const std::vector<double>& SortedSamples() {
+  static const std::vector<double> samples = [] {
+    NumpyRandomState rs(0);
+    std::vector<double> x(kSamples);
+    for (double& v : x) v = rs.StandardNormal();
+    std::sort(x.begin(), x.end());
+    return x;
+  }();
+  return samples;
+}
+
+std::vector<double> ComputeLloydMax(uint32_t bits) {
+  const std::vector<double>& x = SortedSamples();
+  const size_t levels = size_t{1} << bits;
+  std::vector<double> c(levels);
+  for (size_t k = 0; k < levels; ++k)
+    c[k] = x[size_t((double(k) + 0.5) / double(levels) * double(kSamples))];
+
+  // x is sorted and searchsorted(bnd, x) (left) puts x in cell k when
+  // bnd[k-1] < x <= bnd[k], so every cell is a contiguous run [start, end) of x.
+  // The means of ordered disjoint runs are ordered, so the boundaries stay sorted.
+  std::vector<size_t> start(levels), end(levels), prev_start, prev_end;
+  for (int it = 0; it < kIterations; ++it) {
+    for (size_t k = 0; k < levels; ++k) {
+      start[k] = k == 0 ? 0 : end[k - 1];
+      if (k + 1 == levels) {
+        end[k] = kSamples;
+      } else {
+        double bnd = (c[k] + c[k + 1]) / 2.0;
+        end[k] = size_t(std::upper_bound(x.begin() + start[k], x.end(), bnd) - x.begin());
+      }
+    }
+    // Same cells as the previous iteration: the centres are a fixed point, and the
+    // remaining iterations would reproduce them exactly.
+    if (start == prev_start && end == prev_end) break;
+    for (size_t k = 0; k < levels; ++k) {
+      size_t n = end[k] - start[k];
+      if (n > 0) c[k] = NumpyReduceSum(x.data() + start[k], n) / double(n);
+    }
+    prev_start = start;
+    prev_end = end;
+  }
+  std::sort(c.begin(), c.end());
+  return c;
+}
+
+}  // namespace
+
+const std::vector<double>& UnitLloydMax(uint32_t bits) {
+  static std::array<std::vector<double>, 5> cache;
+  static std::array<std::once_flag, 5> once;
+  if (bits < 2 || bits > 4) {
+    static const std::vector<double> none;
+    return none;
+  }
+  std::call_once(once[bits], [bits] { cache[bits] = ComputeLloydMax(bits); });
+  return cache[bits];
+}
+
+std::vector<float> CqCodebook(uint32_t bits, uint32_t group) {
+  const double scale = std::sqrt(double(group));
+  std::vector<double> unit;
+  if (bits == 5) {
+    unit = {-kTernaryLevel, 0.0, kTernaryLevel};
+  } else {
+    unit = UnitLloydMax(bits);
+  }
+  std::vector<float> out(unit.size());
+  for (size_t i = 0; i < unit.size(); ++i) out[i] = float(unit[i] / scale);
+  return out;
+}
+
+std::vector<float> HeaderCodebook(uint32_t group) {
+  std::vector<float> out;
+  for (uint32_t bits : {2u, 3u, 4u}) {
+    std::vector<float> cb = CqCodebook(bits, group);
+    out.insert(out.end(), cb.begin(), cb.end());
+  }
+  return out;
+}
+
+uint32_t InferCodebookGroup(const float* cq2_values) {
+  for (uint32_t group = 1; group <= (1u << 20); group <<= 1) {
+    std::vector<float> cb = CqCodebook(2, group);
+    if (std::equal(cb.begin(), cb.end(), cq2_values, [](float a, float b) {
+          return std::memcmp(&a, &b, sizeof a) == 0;
+        }))
+      return group;
+  }
+  return 0;
+}
+
+}  // namespace cact
