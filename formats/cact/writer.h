@@ -24,8 +24,15 @@ struct CactContents {
   std::vector<TensorBlob> tensors;  // in directory order, tokenizer last
 };
 
-// Lays out offsets and produces the file bytes (validated by re-parsing in debug builds).
+// Fills offset (from FirstBlobOffset, each aligned to 64) of records in directory order,
+// keeping their nbytes; returns the file size. Usable on a layout without weights.
+uint64_t AssignOffsets(std::vector<TensorRecord>* records, uint32_t codebook_len);
+
+// Lays out offsets and produces the file bytes. The bytes are always validated by parsing
+// them back with CactFile::FromBytes (errors name `name`); a tensor whose `name` is set
+// must sit at the position of that canonical name.
 absl::StatusOr<std::vector<uint8_t>> SerializeCact(const CactContents& c);
+absl::StatusOr<std::vector<uint8_t>> SerializeCact(const CactContents& c, const std::string& name);
 absl::Status WriteCact(const std::string& path, const CactContents& c, int zstd_level = 19);
 
 }  // namespace cact
