@@ -78,7 +78,9 @@ class Validator {
   absl::Status CheckDirectoryFits();
   absl::Status DetectHeads(std::vector<ProbeHeadSpec>* heads);
   absl::Status CheckRecordSelf(uint32_t i, const std::string& name) const;
-  absl::Status CheckRecordLayout(uint32_t i, const TensorSpec& spec) const;
+  absl::Status CheckRecordKind(uint32_t i, const TensorSpec& spec) const;
+  absl::Status CheckRecordShape(uint32_t i, const TensorSpec& spec) const;
+  absl::Status CheckRecord(uint32_t i, const TensorSpec& spec) const;
   absl::Status CheckNoOverlaps(const std::vector<TensorSpec>& layout) const;
   absl::Status CheckTokenizer(uint32_t i);
 
@@ -106,8 +108,8 @@ absl::Status Validator::CheckHeaderAndCount() {
   std::optional<uint32_t> heads = ProbeHeadCount(g, header_.num_tensors);
   if (!heads)
     return FormatError(file_, "header.num_tensors", HeaderFieldOffset(1),
-                       absl::StrFormat("%d but the geometry implies %d tensors without probe "
-                                       "heads or %d + 3*H with H probe heads",
+                       absl::StrFormat("%d but the geometry implies %d (no probe heads) or "
+                                       "%d + 3*H (H >= 1 probe heads)",
                                        header_.num_tensors, TotalTensorCount(g, 0),
                                        TotalTensorCount(g, 0) + 1));
   num_heads_ = *heads;
@@ -149,14 +151,10 @@ absl::Status Validator::CheckDirectoryFits() {
   return absl::OkStatus();
 }
 
-// Self-consistency of one record: dtype, ndim, group/bits, nbytes from its own shape,
+// Self-consistency of one record (dtype already known valid): ndim, group/bits, nbytes from its own shape,
 // offset alignment and bounds. Does not compare against the canonical layout.
 absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) const {
   const TensorRecord& r = records_[i];
-  const uint8_t dt = uint8_t(r.dtype);
-  if (dt < 1 || dt > 4)
-    return RecordError(i, name, "dtype", kRecDType,
-                       absl::StrFormat("%d is not a dtype (1 FP16, 2 FP32, 3 CQ, 4 RAW)", dt));
   if (r.pad != 0)
     return RecordError(i, name, "pad", kRecPad, absl::StrFormat("%d but must be 0", r.pad));
   if (r.ndim > 4)
@@ -223,9 +221,15 @@ absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) con
   return absl::OkStatus();
 }
 
-absl::Status Validator::CheckRecordLayout(uint32_t i, const TensorSpec& spec) const {
+// Where RAW may appear and which kinds may be CQ: checked before sizes so that a wrong
+// dtype is reported as such rather than as a size mismatch.
+absl::Status Validator::CheckRecordKind(uint32_t i, const TensorSpec& spec) const {
   const TensorRecord& r = records_[i];
   const std::string& name = spec.name;
+  const uint8_t dt = uint8_t(r.dtype);
+  if (dt < 1 || dt > 4)
+    return RecordError(i, name, "dtype", kRecDType,
+                       absl::StrFormat("%d is not a dtype (1 FP16, 2 FP32, 3 CQ, 4 RAW)", dt));
   if (spec.kind == TensorKind::kTokenizer) {
     if (r.dtype != DType::kRAW)
       return RecordError(i, name, "dtype", kRecDType,
@@ -239,6 +243,12 @@ absl::Status Validator::CheckRecordLayout(uint32_t i, const TensorSpec& spec) co
   if (spec.kind == TensorKind::kVector && r.dtype == DType::kCQ)
     return RecordError(i, name, "dtype", kRecDType,
                        absl::StrFormat("CQ but %s is an FP16/FP32 parameter", name));
+  return absl::OkStatus();
+}
+
+absl::Status Validator::CheckRecordShape(uint32_t i, const TensorSpec& spec) const {
+  const TensorRecord& r = records_[i];
+  const std::string& name = spec.name;
   const std::string expected = ShapeString(spec.shape);
   if (r.ndim != spec.shape.size())
     return RecordError(i, name, "ndim", kRecNdim,
@@ -251,14 +261,20 @@ absl::Status Validator::CheckRecordLayout(uint32_t i, const TensorSpec& spec) co
   return absl::OkStatus();
 }
 
+// All checks of one record, in the order: kind, self-consistency, layout shape.
+absl::Status Validator::CheckRecord(uint32_t i, const TensorSpec& spec) const {
+  CACT_RETURN_IF_ERROR(CheckRecordKind(i, spec));
+  CACT_RETURN_IF_ERROR(CheckRecordSelf(i, spec.name));
+  return CheckRecordShape(i, spec);
+}
+
 // Reads heads.manifest and the heads' probe counts and output sizes from their records.
 absl::Status Validator::DetectHeads(std::vector<ProbeHeadSpec>* heads) {
   heads->clear();
   if (num_heads_ == 0) return absl::OkStatus();
   const uint32_t mi = core_;
   const std::string mname = "heads.manifest";
-  CACT_RETURN_IF_ERROR(CheckRecordSelf(mi, mname));
-  CACT_RETURN_IF_ERROR(CheckRecordLayout(mi, {mname, TensorKind::kVector, {num_heads_}}));
+  CACT_RETURN_IF_ERROR(CheckRecord(mi, {mname, TensorKind::kVector, {num_heads_}}));
   const TensorRecord& m = records_[mi];
   const uint32_t d = header_.geometry.d_model;
   for (uint32_t h = 0; h < num_heads_; ++h) {
@@ -340,8 +356,7 @@ absl::Status Validator::Run(Header* header, std::vector<float>* codebook,
   CACT_RETURN_IF_ERROR(DetectHeads(heads));
   const std::vector<TensorSpec> layout = CanonicalLayout(header_.geometry, *heads);
   for (uint32_t i = 0; i < records_.size(); ++i) {
-    CACT_RETURN_IF_ERROR(CheckRecordSelf(i, layout[i].name));
-    CACT_RETURN_IF_ERROR(CheckRecordLayout(i, layout[i]));
+    CACT_RETURN_IF_ERROR(CheckRecord(i, layout[i]));
   }
   CACT_RETURN_IF_ERROR(CheckNoOverlaps(layout));
   CACT_RETURN_IF_ERROR(CheckTokenizer(uint32_t(records_.size() - 1)));
