@@ -1,0 +1,151 @@
+// Loading exported modules with torch::jit::load: reading back what an (edited) module
+// holds for `cact-torch import`, and running one from C++.
+#include <ATen/Parallel.h>
+#include <torch/script.h>
+
+#include <cstring>
+#include <set>
+
+#include "engine/torchscript/origin.h"
+#include "engine/torchscript/torch_module.h"
+#include "lib/status.h"
+
+namespace cact::torchscript {
+namespace {
+
+// torch error texts carry a C++ backtrace after the first line.
+std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+absl::StatusOr<torch::jit::Module> LoadArchive(const std::string& path) {
+  try {
+    return torch::jit::load(path, at::Device(at::kCPU));
+  } catch (const std::exception& e) {
+    return FileError(path, "not a loadable TorchScript archive: " + FirstLine(e.what()));
+  }
+}
+
+FloatTensor ToFloatTensor(const std::string& name, const at::Tensor& value) {
+  at::Tensor t = value.detach().to(at::kCPU).to(at::kFloat).contiguous();
+  FloatTensor f;
+  f.name = name;
+  for (int64_t s : t.sizes()) f.shape.push_back(uint32_t(s));
+  f.data.resize(size_t(t.numel()));
+  if (!f.data.empty()) std::memcpy(f.data.data(), t.data_ptr<float>(), f.data.size() * sizeof(float));
+  f.stored_dtype = std::string(c10::toString(value.scalar_type()));
+  return f;
+}
+
+}  // namespace
+
+absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
+  CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
+  try {
+    if (!m.hasattr(kJsonAttribute) || !m.attr(kJsonAttribute).isString()) {
+      return FileError(path, "not made by cact-torch (no cact_json string attribute)");
+    }
+    ExportedModule out;
+    CACT_ASSIGN_OR_RETURN(out.origin, OriginFromJson(m.attr(kJsonAttribute).toStringRef(), path));
+    if (!m.hasattr(kSourceModule) || !m.attr(kSourceModule).isModule()) {
+      return FileError(path, "the module carries no original bytes (cact_source submodule missing)");
+    }
+    torch::jit::Module src = m.attr(kSourceModule).toModule();
+    std::vector<at::Tensor> keep;  // owns the bytes the spans below point into
+    auto bytes_of = [&](const std::string& name) -> absl::StatusOr<std::span<const uint8_t>> {
+      if (!src.hasattr(name) || !src.attr(name).isTensor()) {
+        return FileError(path, "carried buffer cact_source." + name + " is missing");
+      }
+      at::Tensor t = src.attr(name).toTensor();
+      if (t.scalar_type() != at::kByte || t.dim() != 1) {
+        return FileError(path, "carried buffer cact_source." + name + " is not a 1-D uint8 tensor");
+      }
+      keep.push_back(t.to(at::kCPU).contiguous());
+      return std::span<const uint8_t>(keep.back().data_ptr<uint8_t>(), size_t(keep.back().numel()));
+    };
+    CACT_ASSIGN_OR_RETURN(std::span<const uint8_t> prefix, bytes_of(kPrefixBuffer));
+    std::vector<std::span<const uint8_t>> blobs;
+    for (const OriginTensor& t : out.origin.tensors) {
+      CACT_ASSIGN_OR_RETURN(std::span<const uint8_t> b, bytes_of(t.buffer));
+      blobs.push_back(b);
+    }
+    CACT_ASSIGN_OR_RETURN(out.source_bytes, ReassembleSource(out.origin, prefix, blobs, path));
+
+    // Every parameter (an added one is an error later: its edit could not be kept), and
+    // the buffers that stand for source tensors (heads.manifest).
+    std::set<std::string> names;
+    for (const OriginTensor& t : out.origin.tensors) names.insert(t.name);
+    for (const auto& p : m.named_parameters(/*recurse=*/true)) {
+      out.values.tensors.push_back(ToFloatTensor(p.name, p.value));
+    }
+    for (const auto& b : m.named_buffers(/*recurse=*/true)) {
+      if (names.count(b.name)) out.values.tensors.push_back(ToFloatTensor(b.name, b.value));
+    }
+    return out;
+  } catch (const std::exception& e) {
+    return FileError(path, "reading the module failed: " + FirstLine(e.what()));
+  }
+}
+
+struct TorchModel::Impl {
+  torch::jit::Module module;
+};
+
+TorchModel::TorchModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TorchModel::~TorchModel() = default;
+
+absl::StatusOr<std::unique_ptr<TorchModel>> TorchModel::Load(const std::string& path) {
+  CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
+  auto impl = std::make_unique<Impl>();
+  impl->module = std::move(m);
+  impl->module.eval();
+  return std::unique_ptr<TorchModel>(new TorchModel(std::move(impl)));
+}
+
+void TorchModel::SetThreads(int threads) { at::set_num_threads(threads); }
+
+bool TorchModel::HasMethod(const std::string& name) const {
+  return impl_->module.find_method(name).has_value();
+}
+
+std::string TorchModel::Json() const {
+  if (!impl_->module.hasattr(kJsonAttribute)) return "";
+  return impl_->module.attr(kJsonAttribute).toStringRef();
+}
+
+absl::StatusOr<std::vector<float>> TorchModel::Call(const std::string& method,
+                                                    std::span<const int64_t> tokens, int64_t batch,
+                                                    std::optional<int64_t> window, int64_t sink) {
+  if (batch <= 0 || tokens.empty() || tokens.size() % size_t(batch) != 0) {
+    return absl::InvalidArgumentError("tokens do not form a [batch, T] array");
+  }
+  if (!HasMethod(method)) return absl::NotFoundError("the module has no method " + method);
+  try {
+    c10::InferenceMode guard;
+    at::Tensor tok = at::empty({batch, int64_t(tokens.size()) / batch}, at::TensorOptions().dtype(at::kLong));
+    std::memcpy(tok.data_ptr<int64_t>(), tokens.data(), tokens.size() * sizeof(int64_t));
+    std::vector<c10::IValue> args{tok, window ? c10::IValue(*window) : c10::IValue(), c10::IValue(sink)};
+    at::Tensor out = impl_->module.get_method(method)(std::move(args)).toTensor();
+    out = out.to(at::kFloat).contiguous();
+    std::vector<float> v(size_t(out.numel()));
+    if (!v.empty()) std::memcpy(v.data(), out.data_ptr<float>(), v.size() * sizeof(float));
+    return v;
+  } catch (const std::exception& e) {
+    return absl::InternalError("TorchScript " + method + " failed: " + FirstLine(e.what()));
+  }
+}
+
+absl::StatusOr<std::vector<float>> TorchModel::Logits(std::span<const int64_t> tokens, int64_t batch,
+                                                      std::optional<int64_t> window, int64_t sink) {
+  return Call("forward", tokens, batch, window, sink);
+}
+absl::StatusOr<std::vector<float>> TorchModel::HiddenStates(std::span<const int64_t> tokens, int64_t batch,
+                                                            std::optional<int64_t> window, int64_t sink) {
+  return Call("hidden_states", tokens, batch, window, sink);
+}
+absl::StatusOr<std::vector<float>> TorchModel::Confidence(std::span<const int64_t> tokens, int64_t batch) {
+  return Call("confidence", tokens, batch, std::nullopt, 0);
+}
+absl::StatusOr<std::vector<float>> TorchModel::Retrieval(std::span<const int64_t> tokens, int64_t batch) {
+  return Call("retrieval", tokens, batch, std::nullopt, 0);
+}
+
+}  // namespace cact::torchscript

@@ -1,0 +1,177 @@
+// cact-torch: export a .cact to a runnable TorchScript module (or FP32 safetensors) and
+// bring an edited one back without touching what was not edited.
+//   cact-torch export IN.cact -o MODEL.pt [--format torchscript|safetensors]
+//   cact-torch import MODEL.pt -o OUT.cact [--scheme S] [--force-requantize] [--base BASE.cact]
+//   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-r N] [-t N]
+// Every error prints one line on stderr and exits 2.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/torchscript/bridge.h"
+#include "engine/torchscript/torch_module.h"
+#include "formats/cact/cact_file.h"
+#include "lib/npy.h"
+#include "nlohmann/json.hpp"
+#include "quant/scheme.h"
+
+namespace {
+
+using namespace cact;
+using namespace cact::torchscript;
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "cact-torch: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+int Export(const std::string& in, const std::string& out, const std::string& format) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto file = CactFile::Open(in);
+  if (!file.ok()) return Fail(file.status());
+  if (format == "safetensors") {
+    auto written = ExportSafetensors(*file, out);
+    if (!written.ok()) return Fail(written.status());
+    for (const std::string& p : *written) std::printf("wrote %s\n", p.c_str());
+  } else {
+    if (absl::Status s = ExportTorchScript(*file, out); !s.ok()) return Fail(s);
+    std::printf("wrote %s\n", out.c_str());
+  }
+  std::printf("%zu tensors exported in %.2f s\n", file->tensors().size() - 1, Seconds(t0));
+  return 0;
+}
+
+int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose) {
+  if (!scheme.empty()) {
+    auto s = ParseScheme(scheme);
+    if (!s.ok()) return Fail(s.status());
+    req.options.scheme = *s;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = ImportToCact(req);
+  if (!r.ok()) return Fail(r.status());
+  if (json) {
+    nlohmann::ordered_json j;
+    j["input"] = req.input;
+    j["output"] = req.output;
+    j["kept"] = r->kept();
+    j["changed"] = r->changed();
+    auto& ts = j["tensors"] = nlohmann::ordered_json::array();
+    for (const ReturnDecision& d : r->decisions) {
+      ts.push_back({{"name", d.name}, {"action", ReturnActionName(d.action)}, {"before", d.before},
+                    {"after", d.after}, {"reason", d.reason}, {"edit_rel", d.edit_rel},
+                    {"survived", d.survived}});
+    }
+    j["warnings"] = r->warnings;
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("%s", FormatReturnReport(*r, verbose).c_str());
+    std::printf("wrote %s in %.2f s\n", req.output.c_str(), Seconds(t0));
+  }
+  return 0;
+}
+
+absl::StatusOr<std::vector<int64_t>> ParseTokens(const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int64_t v;
+    if (!absl::SimpleAtoi(piece, &v) || v < 0) {
+      return absl::InvalidArgumentError("--tokens: '" + std::string(piece) + "' is not a token id");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("--tokens: no token ids");
+  return out;
+}
+
+int Run(const std::string& model_path, const std::string& tokens_text, std::optional<int64_t> window,
+        int64_t sink, const std::string& logits_path, int repeat, int threads) {
+  auto tokens = ParseTokens(tokens_text);
+  if (!tokens.ok()) return Fail(tokens.status());
+  if (threads > 0) TorchModel::SetThreads(threads);
+  auto t0 = std::chrono::steady_clock::now();
+  auto model = TorchModel::Load(model_path);
+  if (!model.ok()) return Fail(model.status());
+  const double load_s = Seconds(t0);
+  std::vector<double> times;
+  absl::StatusOr<std::vector<float>> logits;
+  for (int r = 0; r < std::max(1, repeat); ++r) {
+    auto t1 = std::chrono::steady_clock::now();
+    logits = (*model)->Logits(*tokens, 1, window, sink);
+    if (!logits.ok()) return Fail(logits.status());
+    times.push_back(Seconds(t1));
+  }
+  const size_t T = tokens->size();
+  const size_t vocab = logits->size() / T;
+  if (!logits_path.empty()) {
+    if (absl::Status s = WriteNpy(logits_path, logits->data(), {T, vocab}); !s.ok()) return Fail(s);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted[sorted.size() / 2];
+  std::fprintf(stderr, "load %.1f ms; prefill %zu tokens: median %.2f ms over %zu runs = %.0f tokens/s\n",
+               load_s * 1e3, T, median * 1e3, times.size(), double(T) / median);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cact-torch: .cact <-> TorchScript / safetensors"};
+  app.require_subcommand(1);
+
+  std::string ex_in, ex_out, ex_format = "torchscript";
+  auto* ex = app.add_subcommand("export", "export a .cact to a TorchScript module (or FP32 safetensors)");
+  ex->add_option("input", ex_in, "source .cact (or .cact.zst)")->required();
+  ex->add_option("-o,--output", ex_out, "MODEL.pt, or for safetensors a directory / *.safetensors")->required();
+  ex->add_option("--format", ex_format, "torchscript (default) or safetensors")
+      ->check(CLI::IsMember({"torchscript", "safetensors"}));
+
+  ImportRequest req;
+  std::string im_scheme, im_base;
+  bool im_json = false, im_verbose = false;
+  auto* im = app.add_subcommand("import", "bring an (edited) exported model back to .cact");
+  im->add_option("input", req.input, "MODEL.pt, model.safetensors or an export directory")->required();
+  im->add_option("-o,--output", req.output, "output .cact (.cact.zst compresses)")->required();
+  im->add_option("--scheme", im_scheme, "new widths, e.g. embedding=4,mhc=4,default=2");
+  im->add_flag("--force-requantize", req.options.force_requantize, "quantize every tensor again");
+  im->add_option("--base", im_base, "the source .cact, for safetensors input");
+  im->add_flag("--json", im_json, "print the report as JSON");
+  im->add_flag("-v,--verbose", im_verbose, "list kept tensors too");
+
+  std::string run_model, run_tokens, run_logits;
+  int64_t run_window = 0, run_sink = 0;
+  int run_repeat = 1, run_threads = 0;
+  auto* run = app.add_subcommand("run", "run an exported module with libtorch (prefill of the given tokens)");
+  run->add_option("model", run_model, "MODEL.pt")->required();
+  run->add_option("--tokens", run_tokens, "comma-separated token ids")->required();
+  run->add_option("--window", run_window, "attention window (0 = plain causal)");
+  run->add_option("--sink", run_sink, "pinned first positions (with --window)");
+  run->add_option("--logits", run_logits, "write [T, vocab] float32 logits to this .npy");
+  run->add_option("-r,--repeat", run_repeat, "run the prefill N times and report the median");
+  run->add_option("-t,--threads", run_threads, "libtorch intra-op threads (default: libtorch's)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (*ex) return Export(ex_in, ex_out, ex_format);
+  if (*im) {
+    if (!im_base.empty()) req.base = im_base;
+    return Import(req, im_scheme, im_json, im_verbose);
+  }
+  std::optional<int64_t> window;
+  if (run_window > 0) window = run_window;
+  return Run(run_model, run_tokens, window, run_sink, run_logits, run_repeat, run_threads);
+}
