@@ -1,0 +1,418 @@
+// AVX2 CQ kernels, shared by cq_avx2.cc (maddubs with the sign trick) and cq_avxvnni.cc
+// (vpdpbusd with the +128 codebook offset). Same structure as the AVX-512 kernels with 8
+// rows per block and 32-byte chunks; see cq_avx512.cc for the scheme.
+//
+// Everything here lives in an anonymous namespace: the two including files are compiled
+// with different ISA flags and must not share (ODR-merge) any function.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engine/kernels/kernel_table.h"
+#include "engine/kernels/scratch.h"
+
+namespace cact::kernels::internal {
+namespace {
+
+// ------------------------------------------------------------------ activation prepare
+
+inline __m256 InRegisterFwht8(__m256 v) {
+  const __m256 s1 = _mm256_setr_ps(1, -1, 1, -1, 1, -1, 1, -1);
+  const __m256 s2 = _mm256_setr_ps(1, 1, -1, -1, 1, 1, -1, -1);
+  const __m256 s4 = _mm256_setr_ps(1, 1, 1, 1, -1, -1, -1, -1);
+  v = _mm256_fmadd_ps(v, s1, _mm256_permute_ps(v, 0xB1));
+  v = _mm256_fmadd_ps(v, s2, _mm256_permute_ps(v, 0x4E));
+  v = _mm256_fmadd_ps(v, s4, _mm256_permute2f128_ps(v, v, 0x01));
+  return v;
+}
+
+void PrepareAvx2(const float* x, ActivationBatch* a, uint32_t t) {
+  const uint32_t n = a->group(), in = a->in(), nv = n / 8;
+  int8_t* q = a->mutable_natural(t);
+  float* scale = a->mutable_scale(t);
+  int32_t* sum = a->mutable_sum(t);
+  const float factor = ActScaleFactor(n);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 fmax = _mm256_set1_ps(FLT_MAX);
+  __m256 v[64];
+  for (uint32_t g = 0; g < a->groups(); ++g) {
+    const uint32_t base = g * n;
+    for (uint32_t i = 0; i < nv; ++i) {
+      uint32_t k = base + 8 * i;
+      __m256 xi;
+      if (k + 8 <= in) {
+        xi = _mm256_loadu_ps(x + k);
+      } else {
+        alignas(32) float tmp[8] = {};
+        for (uint32_t j = 0; k + j < in && j < 8; ++j) tmp[j] = x[k + j];
+        xi = _mm256_load_ps(tmp);
+      }
+      v[i] = InRegisterFwht8(xi);
+    }
+    for (uint32_t h = 1; h < nv; h <<= 1)
+      for (uint32_t i = 0; i < nv; i += 2 * h)
+        for (uint32_t j = i; j < i + h; ++j) {
+          __m256 p = v[j], r = v[j + h];
+          v[j] = _mm256_add_ps(p, r);
+          v[j + h] = _mm256_sub_ps(p, r);
+        }
+    __m256 m = _mm256_setzero_ps();
+    int bad = 0;
+    for (uint32_t i = 0; i < nv; ++i) {
+      __m256 av = _mm256_and_ps(v[i], absmask);
+      bad |= _mm256_movemask_ps(_mm256_cmp_ps(av, fmax, _CMP_NLE_UQ));
+      m = _mm256_max_ps(av, m);  // NaN in av never wins
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    float amax = 0.f;
+    for (float l : lanes) amax = l > amax ? l : amax;
+    if (bad || amax == 0.f) {
+      std::memset(q + base, 0, n);
+      scale[g] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+      sum[g] = 0;
+      continue;
+    }
+    const __m256 inv = _mm256_set1_ps(127.f / amax);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    __m256i s = _mm256_setzero_si256();
+    for (uint32_t i = 0; i < nv; i += 4) {
+      __m256i r[4];
+      for (int j = 0; j < 4; ++j) {
+        r[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i + j], inv));  // nearest even (MXCSR)
+        r[j] = _mm256_min_epi32(_mm256_max_epi32(r[j], lo), hi);
+        s = _mm256_add_epi32(s, r[j]);
+      }
+      __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + base + 8 * i),
+                          _mm256_permutevar8x32_epi32(b, order));
+    }
+    alignas(32) int32_t sl[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sl), s);
+    int32_t total = 0;
+    for (int32_t l : sl) total += l;
+    scale[g] = amax * factor;
+    sum[g] = total;
+  }
+  for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
+  BuildPermutedLayoutsScalar(a, t);
+}
+
+// ------------------------------------------------------------------ code expansion
+
+// Dword-granular load of `bytes` (a multiple of 4, <= 32) bytes; never reads past them.
+inline __m256i LoadChunk8(const uint8_t* p, uint32_t bytes) {
+  if (bytes == 32) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(bytes / 4)), idx);
+  return _mm256_maskload_epi32(reinterpret_cast<const int*>(p), mask);
+}
+
+template <int kCodeBits>
+struct Codes256;
+
+template <>
+struct Codes256<2> {
+  static constexpr uint32_t kChunkCodes = 128, kChunkBytes = 32, kSub = 4, kUnitCodes = 16;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s) {
+    return a.perm2(t) + 256 * (c / 2) + 64 * s + 32 * (c % 2);
+  }
+  static inline __m256i Load(const uint8_t* p, uint32_t bytes) { return LoadChunk8(p, bytes); }
+  static inline void Expand(__m256i p, __m256i lut, __m256i* w) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    w[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(p, m3));
+    w[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 2), m3));
+    w[2] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 4), m3));
+    w[3] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 6), m3));
+  }
+};
+
+template <>
+struct Codes256<4> {
+  static constexpr uint32_t kChunkCodes = 64, kChunkBytes = 32, kSub = 2, kUnitCodes = 8;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s) {
+    return a.perm4(t) + 128 * (c / 2) + 64 * s + 32 * (c % 2);
+  }
+  static inline __m256i Load(const uint8_t* p, uint32_t bytes) { return LoadChunk8(p, bytes); }
+  static inline void Expand(__m256i p, __m256i lut, __m256i* w) {
+    const __m256i m15 = _mm256_set1_epi8(15);
+    w[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(p, m15));
+    w[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 4), m15));
+  }
+};
+
+template <>
+struct Codes256<3> {  // 12 packed bytes -> 32 codes in natural order
+  static constexpr uint32_t kChunkCodes = 32, kChunkBytes = 12, kSub = 1, kUnitCodes = 4;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t) {
+    return a.natural(t) + 32 * c;
+  }
+  static inline __m256i Load(const uint8_t* p, uint32_t) {
+    __m128i v = _mm_maskload_epi32(reinterpret_cast<const int*>(p), _mm_setr_epi32(-1, -1, -1, 0));
+    return _mm256_broadcastsi128_si256(v);
+  }
+  static inline void Expand(__m256i p, __m256i lut, __m256i* w) {
+    // Lane L handles packed bytes 6L..6L+5. Word i = bytes floor(3i/8) and the next, then
+    // shifted right by 3i mod 8 (a multiply by 2^(8 - shift) and a shift right by 8).
+    const __m256i ca = _mm256_add_epi8(
+        _mm256_broadcastsi128_si256(_mm_setr_epi8(0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 1, 2, 2, 3, 2, 3)),
+        _mm256_setr_epi32(0, 0, 0, 0, 0x06060606, 0x06060606, 0x06060606, 0x06060606));
+    const __m256i cb = _mm256_add_epi8(ca, _mm256_set1_epi8(3));
+    const __m256i mul = _mm256_broadcastsi128_si256(_mm_setr_epi16(256, 32, 4, 128, 16, 2, 64, 8));
+    __m256i lo = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(p, ca), mul), 8);
+    __m256i hi = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(p, cb), mul), 8);
+    __m256i codes = _mm256_and_si256(_mm256_packus_epi16(lo, hi), _mm256_set1_epi8(7));
+    w[0] = _mm256_shuffle_epi8(lut, codes);
+  }
+};
+
+// The byte table: codebook + 128 (unsigned, for vpdpbusd) or the signed codebook (sign trick).
+template <bool kVnni>
+inline __m256i Lut(const Int8Codebook& cb) {
+  alignas(16) int8_t lut[16];
+  for (int k = 0; k < 16; ++k) lut[k] = kVnni ? int8_t(uint8_t(int(cb.value[k]) + 128)) : cb.value[k];
+  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
+}
+
+// acc += dot of 4-byte runs of w (codebook bytes) and x (int8 activations).
+template <bool kVnni>
+inline __m256i DotAcc(__m256i acc, __m256i w, __m256i x) {
+  if constexpr (kVnni) {
+#ifdef __AVXVNNI__
+    return _mm256_dpbusd_avx_epi32(acc, w, x);
+#else
+    static_assert(!kVnni, "AVX-VNNI kernels need -mavxvnni");
+    return acc;
+#endif
+  } else {
+    // |w| * (x * sign(w)) never saturates the 16-bit pair sums: 2 * 127 * 127 < 32767.
+    __m256i p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+}
+
+// ------------------------------------------------------------------ reductions (8 rows)
+
+inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
+  __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+  __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
+  *lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);  // lanes 0-3 of each row
+  *hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);  // lanes 4-7 of each row
+}
+
+// ------------------------------------------------------------------ decode
+
+template <bool kVnni, int kBits>
+void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t r0,
+                int32_t* dots) {
+  using C = Codes256<kBits>;
+  const uint32_t G = m.groups(), n = m.group();
+  const uint64_t rb = m.row_bytes();
+  const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
+  const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
+  const __m256i lut = Lut<kVnni>(m.codebook());
+  const int32_t* xsum = a.sum(t);
+  const uint8_t* rows[8];
+  for (uint32_t i = 0; i < 8; ++i) rows[i] = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+
+  auto accumulate = [&](uint32_t c, __m256i* acc) {
+    __m256i act[C::kSub];
+    for (uint32_t s = 0; s < C::kSub; ++s)
+      act[s] = _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s)));
+    const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
+#pragma GCC unroll 8
+    for (uint32_t i = 0; i < 8; ++i) {
+      __m256i w[C::kSub];
+      C::Expand(C::Load(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), lut, w);
+      for (uint32_t s = 0; s < C::kSub; ++s) acc[i] = DotAcc<kVnni>(acc[i], w[s], act[s]);
+    }
+  };
+  auto store = [&](uint32_t g, __m256i v) {
+    if (kVnni) v = _mm256_sub_epi32(v, _mm256_set1_epi32(128 * xsum[g]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dots + 8 * g), v);
+  };
+
+  __m256i acc[8];
+  if (n >= C::kChunkCodes) {
+    const uint32_t per_group = n / C::kChunkCodes;
+    for (uint32_t g = 0; g < G; ++g) {
+      for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_si256();
+      for (uint32_t c = g * per_group; c < (g + 1) * per_group; ++c) accumulate(c, acc);
+      __m256i lo, hi;
+      Reduce8(acc, &lo, &hi);
+      store(g, _mm256_add_epi32(lo, hi));
+    }
+    return;
+  }
+  const uint32_t per_chunk = C::kChunkCodes / n, lanes = 8 / per_chunk;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_si256();
+    accumulate(c, acc);
+    const uint32_t g0 = c * per_chunk, ng = std::min(per_chunk, G - g0);
+    if (per_chunk == 2) {
+      __m256i lo, hi;
+      Reduce8(acc, &lo, &hi);
+      store(g0, lo);
+      if (ng > 1) store(g0 + 1, hi);
+      continue;
+    }
+    alignas(32) int32_t tmp[8][8];  // rare (2-bit, group 32): finish in scalar code
+    for (int i = 0; i < 8; ++i) _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[i]), acc[i]);
+    for (uint32_t j = 0; j < ng; ++j)
+      for (int i = 0; i < 8; ++i) {
+        int32_t v = 0;
+        for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += tmp[i][l];
+        dots[8 * (g0 + j) + i] = kVnni ? v - 128 * xsum[g0 + j] : v;
+      }
+  }
+}
+
+template <bool kVnni>
+using BlockDotsFn8 = void (*)(const CqKernelMatrix&, const ActivationBatch&, uint32_t, uint32_t,
+                              int32_t*);
+template <bool kVnni>
+BlockDotsFn8<kVnni> PickBlockDots8(const CqKernelMatrix& m) {
+  switch (m.code_bits()) {
+    case 2: return BlockDots8<kVnni, 2>;
+    case 3: return BlockDots8<kVnni, 3>;
+    default: return BlockDots8<kVnni, 4>;
+  }
+}
+
+inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
+                    const float* gs, float* y) {
+  const uint32_t G = m.groups();
+  const uint16_t* panel = m.norm_panel() + size_t(r0 / 16) * G * 16 + r0 % 16;
+  __m256 acc = _mm256_setzero_ps();
+  for (uint32_t g = 0; g < G; ++g) {
+    __m256 nf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 16 * g)));
+    __m256 s = _mm256_mul_ps(nf, _mm256_set1_ps(gs[g]));
+    __m256 d = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dots + 8 * g)));
+    acc = _mm256_fmadd_ps(s, d, acc);
+  }
+  __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  _mm256_maskstore_ps(y + r0, mask, acc);
+}
+
+thread_local std::vector<int32_t> tl_dots8;
+thread_local std::vector<float> tl_gs8;
+
+template <bool kVnni>
+void MatVec8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+             uint32_t row_end, float* y) {
+  const uint32_t G = m.groups();
+  tl_dots8.resize(size_t(G) * 8);
+  tl_gs8.resize(G);
+  GroupScales(a, t, m.codebook().scale, tl_gs8.data());
+  auto dots_fn = PickBlockDots8<kVnni>(m);
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
+    dots_fn(m, a, t, r0, tl_dots8.data());
+    Finish8(m, r0, std::min(8u, row_end - r0), tl_dots8.data(), tl_gs8.data(), y);
+  }
+}
+
+template <bool kVnni>
+void GroupDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+                uint32_t row_end, int32_t* dots) {
+  const uint32_t G = m.groups();
+  std::vector<int32_t> block(size_t(G) * 8);
+  auto dots_fn = PickBlockDots8<kVnni>(m);
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
+    dots_fn(m, a, t, r0, block.data());
+    for (uint32_t i = 0; i < 8 && r0 + i < row_end; ++i)
+      for (uint32_t g = 0; g < G; ++g) dots[size_t(r0 + i - row_begin) * G + g] = block[8 * g + i];
+  }
+}
+
+// ------------------------------------------------------------------ prefill
+
+inline void Transpose8(const __m256i* r, __m256i* out) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm256_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm256_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm256_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    out[j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+    out[4 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+  }
+}
+
+thread_local AlignedScratch tl_panel8;
+
+template <bool kVnni, int kBits>
+void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+              uint32_t row_end, float* y, size_t y_stride) {
+  using C = Codes256<kBits>;
+  const uint32_t G = m.groups(), n = m.group(), T = a.tokens();
+  const uint64_t rb = m.row_bytes();
+  const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
+  const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
+  const uint32_t units_per_group = n / C::kUnitCodes;
+  const __m256i lut = Lut<kVnni>(m.codebook());
+  __m256i* panel = tl_panel8.Get<__m256i>(size_t(chunks) * C::kSub * 8);
+  tl_dots8.resize(size_t(G) * 8);
+  tl_gs8.resize(size_t(G) * T);
+  for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m.codebook().scale, tl_gs8.data() + size_t(t) * G);
+
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
+    for (uint32_t c = 0; c < chunks; ++c) {
+      const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
+      __m256i w[C::kSub][8];
+      for (uint32_t i = 0; i < 8; ++i) {
+        const uint8_t* row = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+        __m256i e[C::kSub];
+        C::Expand(C::Load(row + uint64_t(c) * C::kChunkBytes, bytes), lut, e);
+        for (uint32_t s = 0; s < C::kSub; ++s) w[s][i] = e[s];
+      }
+      for (uint32_t s = 0; s < C::kSub; ++s) Transpose8(w[s], panel + (size_t(c) * C::kSub + s) * 8);
+    }
+    for (uint32_t t = 0; t < T; ++t) {
+      const int32_t* xsum = a.sum(t);
+      for (uint32_t g = 0; g < G; ++g) {
+        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
+                          _mm256_setzero_si256()};
+        uint32_t k = 0;
+        for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
+          const uint32_t c = u / 8, j = u % 8;
+          for (uint32_t s = 0; s < C::kSub; ++s, ++k) {
+            int32_t x4;
+            std::memcpy(&x4, C::Act(a, t, c, s) + 4 * j, 4);
+            acc[k & 3] = DotAcc<kVnni>(acc[k & 3], panel[(size_t(c) * C::kSub + s) * 8 + j],
+                                       _mm256_set1_epi32(x4));
+          }
+        }
+        __m256i v = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
+        if (kVnni) v = _mm256_sub_epi32(v, _mm256_set1_epi32(128 * xsum[g]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tl_dots8.data() + 8 * g), v);
+      }
+      Finish8(m, r0, std::min(8u, row_end - r0), tl_dots8.data(), tl_gs8.data() + size_t(t) * G,
+              y + t * y_stride);
+    }
+  }
+}
+
+template <bool kVnni>
+void MatMat8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+             uint32_t row_end, float* y, size_t y_stride) {
+  switch (m.code_bits()) {
+    case 2: return MatMat8T<kVnni, 2>(m, a, row_begin, row_end, y, y_stride);
+    case 3: return MatMat8T<kVnni, 3>(m, a, row_begin, row_end, y, y_stride);
+    default: return MatMat8T<kVnni, 4>(m, a, row_begin, row_end, y, y_stride);
+  }
+}
+
+}  // namespace
+}  // namespace cact::kernels::internal

@@ -1,0 +1,304 @@
+// Portable parts of the CQ kernels: ISA selection, codebook mapping, matrix and activation
+// containers, and the dispatching entry points.
+#include "engine/kernels/cq_kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "engine/kernels/half.h"
+#include "engine/kernels/kernel_table.h"
+#include "lib/cpu_features.h"
+
+namespace cact::kernels {
+namespace {
+
+const internal::KernelTable& Table(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512: return internal::Avx512Table();
+    case Isa::kAvxVnni: return internal::AvxVnniTable();
+    case Isa::kAvx2: return internal::Avx2Table();
+    case Isa::kScalar: break;
+  }
+  return internal::ScalarTable();
+}
+
+std::atomic<int> g_active{-1};
+
+Isa InitialIsa() {
+  const char* env = std::getenv("CACT_KERNEL");
+  if (env && *env) {
+    auto isa = ParseIsa(env);
+    if (isa.ok() && IsaSupported(*isa)) return *isa;
+    std::fprintf(stderr, "cact: CACT_KERNEL=%s is %s; using %s\n", env,
+                 isa.ok() ? "not supported by this CPU" : "unknown", IsaName(BestIsa()));
+  }
+  return BestIsa();
+}
+
+size_t RoundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+const char* IsaName(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar: return "scalar";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvxVnni: return "avxvnni";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+absl::StatusOr<Isa> ParseIsa(std::string_view name) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+    if (name == IsaName(isa)) return isa;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown kernel '%s' (scalar, avx2, avxvnni or avx512)", name));
+}
+
+bool IsaSupported(Isa isa) {
+  const CpuFeatures& f = GetCpuFeatures();
+  bool avx2 = f.avx2 && f.fma && f.f16c;
+  switch (isa) {
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return avx2;
+    case Isa::kAvxVnni: return avx2 && f.avx_vnni;
+    case Isa::kAvx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
+  }
+  return false;
+}
+
+Isa BestIsa() {
+  for (Isa isa : {Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2})
+    if (IsaSupported(isa)) return isa;
+  return Isa::kScalar;
+}
+
+Isa ActiveIsa() {
+  int v = g_active.load(std::memory_order_relaxed);
+  if (v < 0) {
+    v = int(InitialIsa());
+    int expected = -1;
+    if (!g_active.compare_exchange_strong(expected, v)) v = expected;
+  }
+  return Isa(v);
+}
+
+bool SetActiveIsa(Isa isa) {
+  if (!IsaSupported(isa)) return false;
+  g_active.store(int(isa));
+  return true;
+}
+
+// ------------------------------------------------------------------ codebook
+
+absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits) {
+  Int8Codebook out;
+  out.bits = bits;
+  if (bits == 5) {
+    if (cb.size() != 3 || !(cb[2] > 0.f) || cb[0] != -cb[2] || cb[1] != 0.f)
+      return absl::InvalidArgumentError("ternary codebook must be {-l, 0, +l} with l > 0");
+    // Crumbs 3, 0, 1 hold trits -1, 0, +1; crumb 2 never occurs in a valid file: 0.
+    out.value[0] = 0;
+    out.value[1] = 1;
+    out.value[2] = 0;
+    out.value[3] = -1;
+    out.scale = cb[2];
+    return out;
+  }
+  if (bits < 2 || bits > 4)
+    return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ width %u", bits));
+  if (cb.size() != (size_t(1) << bits))
+    return absl::InvalidArgumentError(
+        absl::StrFormat("codebook for %u bits needs %u entries, got %u", bits, 1u << bits,
+                        cb.size()));
+  float maxabs = 0.f;
+  for (float v : cb) {
+    if (!std::isfinite(v)) return absl::InvalidArgumentError("codebook has a non-finite value");
+    maxabs = std::max(maxabs, std::fabs(v));
+  }
+  if (!(maxabs > 0.f)) return absl::InvalidArgumentError("codebook is all zero");
+  for (size_t k = 0; k < cb.size(); ++k)
+    out.value[k] = int8_t(std::nearbyint(double(cb[k]) * 127.0 / double(maxabs)));
+  out.scale = maxabs / 127.f;
+  return out;
+}
+
+// ------------------------------------------------------------------ matrices
+
+absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> blob,
+                                                      uint32_t out, uint32_t in, uint32_t group,
+                                                      uint32_t bits,
+                                                      const Int8Codebook& codebook) {
+  if (group < 32 || group > 512 || (group & (group - 1)))
+    return absl::InvalidArgumentError(absl::StrFormat("CQ group %u not a power of two in 32..512", group));
+  if (bits != 2 && bits != 3 && bits != 4 && bits != 5)
+    return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ bits %u", bits));
+  if (codebook.bits != bits)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("codebook is for %u bits, matrix has %u", codebook.bits, bits));
+  if (out == 0 || in == 0) return absl::InvalidArgumentError("empty CQ matrix");
+  CqKernelMatrix m;
+  m.out_ = out;
+  m.in_ = in;
+  m.group_ = group;
+  m.in_pad_ = uint32_t((uint64_t(in) + group - 1) / group * group);
+  m.groups_ = m.in_pad_ / group;
+  m.bits_ = bits;
+  m.row_bytes_ = uint64_t(m.in_pad_) * m.code_bits() / 8;
+  uint64_t need = m.row_bytes_ * out + uint64_t(out) * m.groups_ * 2;
+  if (blob.size() != need)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "CQ blob has %u bytes, [%u, %u] group %u bits %u needs %u", blob.size(), out, in, group,
+        bits, need));
+  m.codes_ = blob.data();
+  m.norms_ = blob.data() + m.row_bytes_ * out;
+  m.codebook_ = codebook;
+  uint32_t blocks = (out + 15) / 16;
+  m.norm_panel_.assign(size_t(blocks) * m.groups_ * 16, 0);
+  for (uint32_t r = 0; r < out; ++r)
+    for (uint32_t g = 0; g < m.groups_; ++g)
+      m.norm_panel_[(size_t(r / 16) * m.groups_ + g) * 16 + r % 16] =
+          LoadHalfBits(m.norms_ + (size_t(r) * m.groups_ + g) * 2);
+  return m;
+}
+
+// ------------------------------------------------------------------ activations
+
+void ActivationBatch::Free::operator()(int8_t* p) const { std::free(p); }
+
+void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group) {
+  tokens_ = tokens;
+  in_ = in;
+  group_ = group;
+  in_pad_ = uint32_t((uint64_t(in) + group - 1) / group * group);
+  groups_ = in_pad_ / group;
+  natural_off_ = 0;
+  perm2_off_ = natural_off_ + RoundUp(in_pad_, 64);
+  perm4_off_ = perm2_off_ + RoundUp(in_pad_, 256);
+  scale_off_ = perm4_off_ + RoundUp(in_pad_, 128);
+  sum_off_ = scale_off_ + RoundUp(size_t(groups_) * 4, 64);
+  stride_ = sum_off_ + RoundUp(size_t(groups_) * 4, 64);
+  size_t need = stride_ * std::max<uint32_t>(tokens, 1);
+  if (need > capacity_) {
+    storage_.reset(static_cast<int8_t*>(std::aligned_alloc(64, need)));
+    capacity_ = need;
+  }
+}
+
+void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
+                        uint32_t group, ActivationBatch* out) {
+  out->Reset(tokens, in, group);
+  auto prepare = Table(isa).prepare;
+  if (tokens >= 8 && !omp_in_parallel() && omp_get_max_threads() > 1) {
+#pragma omp parallel for schedule(static)
+    for (uint32_t t = 0; t < tokens; ++t) prepare(x + size_t(t) * x_stride, out, t);
+  } else {
+    for (uint32_t t = 0; t < tokens; ++t) prepare(x + size_t(t) * x_stride, out, t);
+  }
+}
+
+void PrepareActivations(const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
+                        uint32_t group, ActivationBatch* out) {
+  PrepareActivations(ActiveIsa(), x, tokens, x_stride, in, group, out);
+}
+
+// ------------------------------------------------------------------ products
+
+RowRange RowSplit(uint32_t rows, uint32_t parts, uint32_t part) {
+  uint32_t blocks = (rows + 15) / 16;
+  uint32_t b0 = uint32_t(uint64_t(blocks) * part / parts);
+  uint32_t b1 = uint32_t(uint64_t(blocks) * (part + 1) / parts);
+  return {std::min(rows, b0 * 16), std::min(rows, b1 * 16)};
+}
+
+void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                uint32_t row_begin, uint32_t row_end, float* y) {
+  if (row_begin >= row_end) return;
+  Table(isa).matvec(m, a, t, row_begin, row_end, y);
+}
+
+void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                uint32_t row_begin, uint32_t row_end, float* y) {
+  MatVecRows(ActiveIsa(), m, a, t, row_begin, row_end, y);
+}
+
+void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, float* y) {
+  Isa isa = ActiveIsa();
+  if (m.code_bytes() >= kParallelCodeBytes && !omp_in_parallel() && omp_get_max_threads() > 1) {
+#pragma omp parallel
+    {
+      RowRange r = RowSplit(m.out(), omp_get_num_threads(), omp_get_thread_num());
+      MatVecRows(isa, m, a, t, r.begin, r.end, y);
+    }
+  } else {
+    MatVecRows(isa, m, a, t, 0, m.out(), y);
+  }
+}
+
+void MatMatRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                uint32_t row_end, float* y, size_t y_stride) {
+  if (row_begin >= row_end || a.tokens() == 0) return;
+  Table(isa).matmat(m, a, row_begin, row_end, y, y_stride);
+}
+
+void MatMatRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                uint32_t row_end, float* y, size_t y_stride) {
+  MatMatRows(ActiveIsa(), m, a, row_begin, row_end, y, y_stride);
+}
+
+void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, float* y, size_t y_stride) {
+  Isa isa = ActiveIsa();
+  if (m.code_bytes() * a.tokens() >= kParallelCodeBytes && !omp_in_parallel() &&
+      omp_get_max_threads() > 1) {
+#pragma omp parallel
+    {
+      RowRange r = RowSplit(m.out(), omp_get_num_threads(), omp_get_thread_num());
+      MatMatRows(isa, m, a, r.begin, r.end, y, y_stride);
+    }
+  } else {
+    MatMatRows(isa, m, a, 0, m.out(), y, y_stride);
+  }
+}
+
+void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+               uint32_t row_begin, uint32_t row_end, int32_t* dots) {
+  if (row_begin >= row_end) return;
+  Table(isa).group_dots(m, a, t, row_begin, row_end, dots);
+}
+
+namespace internal {
+
+float ActScaleFactor(uint32_t group) {
+  return float(1.0 / (127.0 * std::sqrt(double(group))));
+}
+
+void GroupScales(const ActivationBatch& a, uint32_t t, float cb_scale, float* gs) {
+  const float* s = a.scale(t);
+  for (uint32_t g = 0; g < a.groups(); ++g) gs[g] = s[g] * cb_scale;
+}
+
+void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t) {
+  const int8_t* q = a->natural(t);
+  int8_t* p2 = a->mutable_perm2(t);
+  int8_t* p4 = a->mutable_perm4(t);
+  size_t n2 = RoundUp(a->in_pad(), 256), n4 = RoundUp(a->in_pad(), 128);
+  for (size_t k = 0; k < n2; ++k) {
+    size_t c = k / 256, r = k % 256, m = r / 16, b = (r / 4) % 4, s = r % 4;
+    p2[c * 256 + s * 64 + 4 * m + b] = k < a->in_pad() ? q[k] : 0;
+  }
+  for (size_t k = 0; k < n4; ++k) {
+    size_t c = k / 128, r = k % 128, j = r / 2, s = r % 2;
+    p4[c * 128 + s * 64 + j] = k < a->in_pad() ? q[k] : 0;
+  }
+}
+
+}  // namespace internal
+}  // namespace cact::kernels

@@ -1,0 +1,169 @@
+// CQ int8 kernels: products of CQ matrices (packed codes + FP16 group norms, straight from
+// the file's blob) with activations, using the spec identity
+//   dot(w_hat, x) = sum_groups norm * dot(cb[code], H x_group).
+// Each activation group is rotated once with the FWHT and quantized to int8 (absmax/127);
+// the codebook is mapped to int8; group dot products are exact int32.
+//
+// What is identical across ISAs (scalar, AVX2, AVX-VNNI, AVX-512 VNNI):
+//  - PrepareActivations: bit-identical int8 values, scales and sums (same butterfly order,
+//    same float operations, round-to-nearest-even).
+//  - the int32 group dot products (exact integer arithmetic, tails and padding included);
+//  - the float outputs, bit for bit: every kernel computes, per row, in group order,
+//      acc = fma(float(norm[r,g]) * (act_scale[g] * cb_scale), float(dot[r,g]), acc)
+//    starting from acc = 0 (float(dot) is exact: |dot| < 2^24).
+// MatVec and MatMat therefore also agree bit for bit (prefill == decode per matrix).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cact::kernels {
+
+// ---------------------------------------------------------------- kernel selection
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3 };
+const char* IsaName(Isa isa);
+absl::StatusOr<Isa> ParseIsa(std::string_view name);  // scalar|avx2|avxvnni|avx512
+bool IsaSupported(Isa isa);                              // this CPU can run it
+Isa BestIsa();                                           // best supported, from CPUID
+// The kernel in use: CACT_KERNEL (if set and supported; an unsupported or unknown value
+// falls back to BestIsa() with a warning on stderr) else BestIsa(). SetActiveIsa overrides
+// (tests, benchmarks); it returns false and changes nothing when unsupported.
+Isa ActiveIsa();
+bool SetActiveIsa(Isa isa);
+
+// ---------------------------------------------------------------- codebook
+// The codebook mapped to int8: value(k) = int8[k] * scale. For bits 2/3/4:
+// int8 = round(cb * 127 / max|cb|) (nearest, ties to even), scale = max|cb| / 127.
+// Ternary (bits 5): int8 = {-1, 0, +1} exactly, scale = the ternary level (cb[2]).
+struct Int8Codebook {
+  uint32_t bits = 2;       // record bits: 2, 3, 4 or 5 (ternary)
+  int8_t value[16] = {};   // indexed by the code as stored (ternary: by crumb 0..3)
+  float scale = 0.f;
+};
+// `cb` has 2^bits entries (ternary: 3 entries {-l, 0, +l}).
+absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits);
+
+// ---------------------------------------------------------------- matrices
+// A CQ matrix ready for the kernels: a view of the blob (not copied) plus a copy of the
+// FP16 norms transposed into 16-row panels ([block][group][16 rows], zero for missing rows)
+// so SIMD kernels load one group's norms for 16 rows with one instruction.
+class CqKernelMatrix {
+ public:
+  // `blob` must hold exactly out * row_bytes codes then out * groups FP16 norms and outlive
+  // this object. group: power of two 32..512; bits 2, 3, 4 or 5.
+  static absl::StatusOr<CqKernelMatrix> Create(std::span<const uint8_t> blob, uint32_t out,
+                                               uint32_t in, uint32_t group, uint32_t bits,
+                                               const Int8Codebook& codebook);
+
+  uint32_t out() const { return out_; }
+  uint32_t in() const { return in_; }
+  uint32_t in_pad() const { return in_pad_; }
+  uint32_t group() const { return group_; }
+  uint32_t groups() const { return groups_; }
+  uint32_t bits() const { return bits_; }
+  uint32_t code_bits() const { return bits_ == 5 ? 2 : bits_; }
+  uint64_t row_bytes() const { return row_bytes_; }
+  const uint8_t* codes() const { return codes_; }
+  const uint8_t* norms() const { return norms_; }  // blob order: [out][groups] FP16 LE
+  const uint16_t* norm_panel() const { return norm_panel_.data(); }
+  const Int8Codebook& codebook() const { return codebook_; }
+  uint64_t code_bytes() const { return row_bytes_ * out_; }
+
+ private:
+  uint32_t out_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0, bits_ = 0;
+  uint64_t row_bytes_ = 0;
+  const uint8_t* codes_ = nullptr;
+  const uint8_t* norms_ = nullptr;
+  std::vector<uint16_t> norm_panel_;
+  Int8Codebook codebook_;
+};
+
+// ---------------------------------------------------------------- activations
+// Prepared activations for `tokens` input vectors of length `in` (zero padded to in_pad):
+// per token, per group, the FWHT-rotated int8 values in three layouts (natural order, and
+// the orders the SIMD kernels consume for 2-bit and 4-bit codes), the float scale and the
+// int32 sum of the int8 values (for the unsigned-offset trick).
+class ActivationBatch {
+ public:
+  ActivationBatch() = default;
+  // (Re)shapes the batch; keeps the allocation when it is large enough.
+  void Reset(uint32_t tokens, uint32_t in, uint32_t group);
+
+  uint32_t tokens() const { return tokens_; }
+  uint32_t in() const { return in_; }
+  uint32_t in_pad() const { return in_pad_; }
+  uint32_t group() const { return group_; }
+  uint32_t groups() const { return groups_; }
+
+  // Natural order: q[k] for k < in_pad, zero up to a multiple of 64.
+  const int8_t* natural(uint32_t t) const { return base(t) + natural_off_; }
+  // 2-bit order: per 256-code chunk, 4 runs of 64 bytes; code 16m + 4b + s of the chunk
+  // sits at s * 64 + 4m + b (what the s-th 2-bit field of packed byte 4m + b multiplies).
+  const int8_t* perm2(uint32_t t) const { return base(t) + perm2_off_; }
+  // 4-bit order: per 128-code chunk, 2 runs of 64 bytes; code 2j + s sits at s * 64 + j.
+  const int8_t* perm4(uint32_t t) const { return base(t) + perm4_off_; }
+  // Dequantized activation = q * scale (scale already includes 1/sqrt(group)).
+  const float* scale(uint32_t t) const { return reinterpret_cast<const float*>(base(t) + scale_off_); }
+  const int32_t* sum(uint32_t t) const { return reinterpret_cast<const int32_t*>(base(t) + sum_off_); }
+
+  int8_t* mutable_natural(uint32_t t) { return base(t) + natural_off_; }
+  int8_t* mutable_perm2(uint32_t t) { return base(t) + perm2_off_; }
+  int8_t* mutable_perm4(uint32_t t) { return base(t) + perm4_off_; }
+  float* mutable_scale(uint32_t t) { return reinterpret_cast<float*>(base(t) + scale_off_); }
+  int32_t* mutable_sum(uint32_t t) { return reinterpret_cast<int32_t*>(base(t) + sum_off_); }
+
+ private:
+  int8_t* base(uint32_t t) const { return storage_.get() + size_t(t) * stride_; }
+  struct Free { void operator()(int8_t* p) const; };
+  std::unique_ptr<int8_t[], Free> storage_;
+  size_t capacity_ = 0, stride_ = 0;
+  size_t natural_off_ = 0, perm2_off_ = 0, perm4_off_ = 0, scale_off_ = 0, sum_off_ = 0;
+  uint32_t tokens_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0;
+};
+
+// x: `tokens` rows of `in` floats, row stride x_stride floats. Rotates each group with the
+// orthonormal FWHT, quantizes: amax = max|u| over the group (u = unnormalised transform);
+// q = clamp(nearbyint(u * (127 / amax)), -127, 127); scale = amax * (1 / (127 sqrt(group))).
+// An all-zero group has q = 0, scale = 0. Threads over tokens when there are many.
+void PrepareActivations(const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
+                        uint32_t group, ActivationBatch* out);
+void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
+                        uint32_t group, ActivationBatch* out);
+
+// ---------------------------------------------------------------- products
+// y[r] for rows [row_begin, row_end) of token t (y indexed by absolute row). row_begin must
+// be a multiple of 16 (use RowSplit). No threading: for use inside the caller's parallel
+// region.
+void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                uint32_t row_begin, uint32_t row_end, float* y);
+// All rows; threads over 16-row blocks with OpenMP when the matrix is large
+// (>= kParallelCodeBytes of codes) and the caller is not already in a parallel region.
+void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, float* y);
+// All tokens of the batch: y[t * y_stride + r]. Each unpacked code panel (16 rows) is reused
+// over every token. Rows as in MatVecRows.
+void MatMatRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                uint32_t row_end, float* y, size_t y_stride);
+void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, float* y, size_t y_stride);
+
+// Explicit-ISA variants (tests and benchmarks).
+void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                uint32_t row_begin, uint32_t row_end, float* y);
+void MatMatRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                uint32_t row_end, float* y, size_t y_stride);
+// The exact int32 group dot products dot[r - row_begin][g] = sum_k cb_int8[code] * q[k]
+// (what every kernel computes before scaling). For the SIMD == scalar tests.
+void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+               uint32_t row_begin, uint32_t row_end, int32_t* dots);
+
+inline constexpr uint64_t kParallelCodeBytes = 96 * 1024;
+
+// Rows [begin, end) of part `part` of `parts`, split on 16-row boundaries.
+struct RowRange { uint32_t begin, end; };
+RowRange RowSplit(uint32_t rows, uint32_t parts, uint32_t part);
+
+}  // namespace cact::kernels

@@ -1,0 +1,34 @@
+// Per-ISA entry points behind the dispatching functions of cq_kernels.h. Each ISA's
+// translation unit (compiled with its own flags) defines one table.
+#pragma once
+#include <cstdint>
+
+#include "engine/kernels/cq_kernels.h"
+
+namespace cact::kernels::internal {
+
+struct KernelTable {
+  // Prepares token t of `out` from x (length out->in()).
+  void (*prepare)(const float* x, ActivationBatch* out, uint32_t t);
+  void (*matvec)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                 uint32_t row_begin, uint32_t row_end, float* y);
+  void (*matmat)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                 uint32_t row_end, float* y, size_t y_stride);
+  void (*group_dots)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                     uint32_t row_begin, uint32_t row_end, int32_t* dots);
+};
+
+const KernelTable& ScalarTable();
+const KernelTable& Avx2Table();
+const KernelTable& AvxVnniTable();
+const KernelTable& Avx512Table();
+
+// Shared portable pieces.
+// Builds perm2/perm4 from the natural layout of token t (scalar; the reference layout).
+void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t);
+// Per group g: gs[g] = scale[g] * cb_scale (the product every kernel uses).
+void GroupScales(const ActivationBatch& a, uint32_t t, float cb_scale, float* gs);
+// 1 / (127 * sqrt(group)) as float, computed the same way everywhere.
+float ActScaleFactor(uint32_t group);
+
+}  // namespace cact::kernels::internal

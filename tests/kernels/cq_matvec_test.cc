@@ -1,0 +1,223 @@
+// CQ products: every SIMD kernel gives the scalar kernel's int32 group dots and float
+// outputs bit for bit (all widths, groups, tails, odd row counts, row splits, MatMat), the
+// group dots match a plain oracle, and the scalar result matches an FP32
+// dequantize-then-dot oracle within a rigorous int8 quantization bound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/kernels/cq_kernels.h"
+#include "kernel_test_util.h"
+
+namespace cact::kernels {
+namespace {
+
+using testing::CodeValue;
+using testing::HadamardSign;
+using testing::HalfValue;
+using testing::MakeRandomCq;
+using testing::OfficialCodebook;
+using testing::RandomCq;
+using testing::RandomVector;
+using testing::SupportedIsas;
+
+struct Case {
+  RandomCq cq;
+  std::vector<float> cb;
+  Int8Codebook cb8;
+  CqKernelMatrix m;
+};
+
+Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng) {
+  RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
+  std::vector<float> cb = OfficialCodebook(bits, group);
+  Int8Codebook cb8 = MakeInt8Codebook(cb, bits).value();
+  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, bits, cb8);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
+}
+
+// Shapes with tails: rows not a multiple of 16 or 8, inputs not a multiple of the group or
+// of any SIMD chunk.
+struct Dims { uint32_t out, in; };
+std::vector<Dims> DimsFor(uint32_t group) {
+  return {{1, group}, {7, group * 3 - 5}, {16, 2 * group}, {17, 4 * group + 1},
+          {33, 512 > group ? 512 : group}, {40, 5 * group / 2}};
+}
+
+const uint32_t kBits[] = {2, 3, 4, 5};
+const uint32_t kGroups[] = {32, 64, 128, 256, 512};
+
+TEST(CqKernels, GroupDotsMatchOracleOnEveryIsa) {
+  std::mt19937 rng(1);
+  for (uint32_t bits : kBits)
+    for (uint32_t group : kGroups)
+      for (Dims d : DimsFor(group)) {
+        Case c = MakeCase(d.out, d.in, group, bits, rng);
+        std::vector<float> x = RandomVector(d.in, rng);
+        ActivationBatch a;
+        PrepareActivations(Isa::kScalar, x.data(), 1, d.in, d.in, group, &a);
+        const uint32_t G = c.m.groups(), ip = c.m.in_pad();
+        std::vector<int32_t> oracle(size_t(d.out) * G, 0);
+        for (uint32_t r = 0; r < d.out; ++r)
+          for (uint32_t k = 0; k < ip; ++k)
+            oracle[size_t(r) * G + k / group] +=
+                int32_t(c.cb8.value[c.cq.codes[size_t(r) * ip + k]]) * a.natural(0)[k];
+        for (Isa isa : SupportedIsas()) {
+          std::vector<int32_t> dots(oracle.size(), -1);
+          GroupDots(isa, c.m, a, 0, 0, d.out, dots.data());
+          ASSERT_EQ(dots, oracle) << IsaName(isa) << " bits " << bits << " group " << group
+                                  << " [" << d.out << "," << d.in << "]";
+        }
+      }
+}
+
+TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
+  std::mt19937 rng(2);
+  for (uint32_t bits : kBits)
+    for (uint32_t group : kGroups)
+      for (Dims d : DimsFor(group)) {
+        Case c = MakeCase(d.out, d.in, group, bits, rng);
+        const uint32_t T = 5;
+        std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
+        ActivationBatch a;
+        PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a);
+        std::vector<float> ref(size_t(T) * d.out);
+        for (uint32_t t = 0; t < T; ++t)
+          MatVecRows(Isa::kScalar, c.m, a, t, 0, d.out, ref.data() + size_t(t) * d.out);
+        for (Isa isa : SupportedIsas()) {
+          std::string what = std::string(IsaName(isa)) + " bits " + std::to_string(bits) +
+                             " group " + std::to_string(group) + " [" + std::to_string(d.out) +
+                             "," + std::to_string(d.in) + "]";
+          // MatVec over the whole range and over 16-aligned row splits.
+          for (uint32_t parts : {1u, 2u, 3u}) {
+            std::vector<float> y(size_t(T) * d.out, NAN);
+            for (uint32_t t = 0; t < T; ++t)
+              for (uint32_t p = 0; p < parts; ++p) {
+                RowRange rr = RowSplit(d.out, parts, p);
+                MatVecRows(isa, c.m, a, t, rr.begin, rr.end, y.data() + size_t(t) * d.out);
+              }
+            ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what << " parts " << parts;
+          }
+          // MatMat (prefill) gives the same bits as MatVec (decode).
+          std::vector<float> ym(size_t(T) * d.out, NAN);
+          MatMatRows(isa, c.m, a, 0, d.out, ym.data(), d.out);
+          ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat";
+        }
+      }
+}
+
+// |y_kernel - y_fp32| <= sum_g norm_g * sum_i (|a_i| * cb_step/2 + |cb_i| * act_step_g/2),
+// where a = the int8 activation times its scale (|a_i| <= |u_i| + act_step/2): the exact
+// error of replacing both factors by their int8 roundings, plus 1e-5 of the magnitude for
+// float rounding. Also prints the observed relative L2 error for Gaussian inputs.
+TEST(CqKernels, ScalarMatchesFp32DequantizeOracle) {
+  std::mt19937 rng(3);
+  for (uint32_t bits : kBits)
+    for (uint32_t group : {32u, 128u, 512u}) {
+      const uint32_t out = 24, in = 2 * group + group / 2;
+      Case c = MakeCase(out, in, group, bits, rng);
+      std::vector<float> x = RandomVector(in, rng);
+      ActivationBatch a;
+      PrepareActivations(Isa::kScalar, x.data(), 1, in, in, group, &a);
+      std::vector<float> y(out);
+      MatVecRows(Isa::kScalar, c.m, a, 0, 0, out, y.data());
+      const uint32_t G = c.m.groups(), ip = c.m.in_pad();
+      const double isq = 1.0 / std::sqrt(double(group)), cb_step = c.cb8.scale;
+      double err2 = 0, ref2 = 0;
+      for (uint32_t r = 0; r < out; ++r) {
+        double ref = 0, bound = 0, mag = 0;
+        for (uint32_t g = 0; g < G; ++g) {
+          const double norm = HalfValue(c.cq.norms[size_t(r) * G + g]);
+          const double act_step = a.scale(0)[g];
+          // Dequantized weight row (codebook * norm) @ H, then dot with x.
+          std::vector<double> w(group, 0.0);
+          for (uint32_t i = 0; i < group; ++i) {
+            double v = norm * CodeValue(c.cb, bits, c.cq.codes[size_t(r) * ip + g * group + i]);
+            for (uint32_t j = 0; j < group; ++j) w[j] += v * HadamardSign(i, j) * isq;
+          }
+          double u_abs_sum = 0;
+          for (uint32_t j = 0; j < group; ++j) {
+            uint32_t k = g * group + j;
+            if (k < in) ref += w[j] * x[k];
+          }
+          for (uint32_t i = 0; i < group; ++i) {
+            double ui = 0;
+            for (uint32_t j = 0; j < group && g * group + j < in; ++j)
+              ui += HadamardSign(i, j) * x[g * group + j];
+            ui *= isq;
+            double cbi = CodeValue(c.cb, bits, c.cq.codes[size_t(r) * ip + g * group + i]);
+            bound += norm * ((std::fabs(ui) + act_step / 2) * cb_step / 2 + std::fabs(cbi) * act_step / 2);
+            u_abs_sum += std::fabs(ui * cbi);
+          }
+          mag += norm * u_abs_sum;
+        }
+        EXPECT_LE(std::fabs(y[r] - ref), bound * (1 + 1e-6) + 1e-5 * mag)
+            << "bits " << bits << " group " << group << " row " << r;
+        err2 += (y[r] - ref) * (y[r] - ref);
+        ref2 += ref * ref;
+      }
+      std::printf("  bits %u group %u: relative L2 error vs FP32 oracle %.3f%%\n", bits, group,
+                  100 * std::sqrt(err2 / ref2));
+      EXPECT_LT(std::sqrt(err2 / ref2), 0.03);
+    }
+}
+
+TEST(CqKernels, ZeroAndNanActivations) {
+  std::mt19937 rng(4);
+  Case c = MakeCase(20, 256, 128, 2, rng);
+  std::vector<float> zero(256, 0.f), nan(256, 1.f);
+  nan[200] = NAN;
+  for (Isa isa : SupportedIsas()) {
+    ActivationBatch a;
+    std::vector<float> y(20, 1.f);
+    PrepareActivations(isa, zero.data(), 1, 256, 256, 128, &a);
+    MatVecRows(isa, c.m, a, 0, 0, 20, y.data());
+    for (float v : y) EXPECT_EQ(v, 0.f) << IsaName(isa);
+    PrepareActivations(isa, nan.data(), 1, 256, 256, 128, &a);
+    MatVecRows(isa, c.m, a, 0, 0, 20, y.data());
+    for (float v : y) EXPECT_TRUE(std::isnan(v)) << IsaName(isa);
+  }
+}
+
+TEST(CqKernels, ThreadedMatVecAndMatMatEqualSingleThreaded) {
+  std::mt19937 rng(5);
+  Case c = MakeCase(1000, 512, 128, 2, rng);  // 128 KB of codes: above the threading threshold
+  const uint32_t T = 9;
+  std::vector<float> x = RandomVector(512 * T, rng);
+  ActivationBatch a;
+  PrepareActivations(x.data(), T, 512, 512, 128, &a);
+  std::vector<float> y1(1000), y2(1000), ym(size_t(T) * 1000);
+  MatMat(c.m, a, ym.data(), 1000);
+  for (uint32_t t = 0; t < T; ++t) {
+    MatVec(c.m, a, t, y1.data());
+    MatVecRows(Isa::kScalar, c.m, a, t, 0, 1000, y2.data());
+    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), 4000));
+    EXPECT_EQ(0, std::memcmp(ym.data() + size_t(t) * 1000, y2.data(), 4000));
+  }
+}
+
+TEST(CqKernels, CreateRejectsBadShapes) {
+  std::vector<uint8_t> blob(100);
+  Int8Codebook cb8 = MakeInt8Codebook(OfficialCodebook(2, 128), 2).value();
+  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 128, 2, cb8).ok());   // wrong size
+  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 100, 2, cb8).ok());   // group
+  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 128, 3, cb8).ok());   // codebook width
+  std::vector<uint8_t> ok(32 + 2);
+  EXPECT_TRUE(CqKernelMatrix::Create(ok, 1, 128, 128, 2, cb8).ok());
+}
+
+TEST(CqKernels, IsaSelection) {
+  EXPECT_TRUE(IsaSupported(Isa::kScalar));
+  EXPECT_TRUE(IsaSupported(BestIsa()));
+  EXPECT_TRUE(ParseIsa("avx512").ok());
+  EXPECT_FALSE(ParseIsa("sse").ok());
+  Isa before = ActiveIsa();
+  EXPECT_TRUE(SetActiveIsa(Isa::kScalar));
+  EXPECT_EQ(ActiveIsa(), Isa::kScalar);
+  EXPECT_TRUE(SetActiveIsa(before));
+}
+
+}  // namespace
+}  // namespace cact::kernels
