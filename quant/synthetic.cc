@@ -5,7 +5,6 @@
 
 #include "formats/sentencepiece_model.h"
 #include "nlohmann/json.hpp"
-#include "quant/numpy_random.h"
 
 // The committed tokenizer models are linked into the library so tools need no data files.
 #define CACT_INCBIN(sym, file)                                              \
@@ -40,12 +39,32 @@ Geometry SmallGeometry() {
 }
 
 // Draws tensors with the value ranges measured on the official fixtures
-// (docs/synthetic-models.md lists them).
+// (docs/synthetic-models.md lists them). xoshiro256** seeded per tensor (splitmix64 of
+// seed and position), so tensors are generated independently and in parallel.
 class WeightDrawer {
  public:
-  explicit WeightDrawer(uint64_t seed) : rng_(uint32_t(seed ^ (seed >> 32))) {}
-  float Normal(float mean, float std) { return mean + std * float(rng_.StandardNormal()); }
-  float Uniform(float lo, float hi) { return lo + (hi - lo) * float(rng_.RandomSample()); }
+  WeightDrawer(uint64_t seed, uint64_t stream) {
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + stream;
+    for (auto& s : s_) s = SplitMix(x);
+  }
+  double Uniform01() { return double(Next() >> 11) * 0x1.0p-53; }
+  float Uniform(float lo, float hi) { return lo + (hi - lo) * float(Uniform01()); }
+  float Normal(float mean, float std) {  // Marsaglia polar method
+    if (has_spare_) {
+      has_spare_ = false;
+      return mean + std * float(spare_);
+    }
+    double u, v, r;
+    do {
+      u = 2 * Uniform01() - 1;
+      v = 2 * Uniform01() - 1;
+      r = u * u + v * v;
+    } while (r >= 1 || r == 0);
+    double f = std::sqrt(-2 * std::log(r) / r);
+    spare_ = v * f;
+    has_spare_ = true;
+    return mean + std * float(u * f);
+  }
   std::vector<float> Normals(size_t n, float mean, float std) {
     std::vector<float> v(n);
     for (auto& x : v) x = Normal(mean, std);
@@ -53,7 +72,26 @@ class WeightDrawer {
   }
 
  private:
-  NumpyRandomState rng_;
+  static uint64_t SplitMix(uint64_t& x) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t Next() {
+    uint64_t r = Rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = Rotl(s_[3], 45);
+    return r;
+  }
+  uint64_t s_[4];
+  bool has_spare_ = false;
+  double spare_ = 0;
 };
 
 size_t Count(const std::vector<uint32_t>& shape) {
@@ -164,15 +202,17 @@ std::string OfficialConfigJson(const Geometry& g, const std::vector<ProbeHeadSpe
 }
 
 Safetensors GenerateSyntheticWeights(const SyntheticPreset& p, uint64_t seed) {
+  std::vector<TensorSpec> layout = CanonicalLayout(p.geometry, p.heads);
+  if (!layout.empty() && layout.back().kind == TensorKind::kTokenizer) layout.pop_back();
   Safetensors st;
-  WeightDrawer drawer(seed);
-  for (const TensorSpec& spec : CanonicalLayout(p.geometry, p.heads)) {
-    if (spec.kind == TensorKind::kTokenizer) continue;
-    FloatTensor t;
-    t.name = spec.name;
-    t.shape = spec.shape;
-    t.data = DrawTensor(spec, p.geometry, p.heads, drawer);
-    st.tensors.push_back(std::move(t));
+  st.tensors.resize(layout.size());
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < layout.size(); ++i) {
+    WeightDrawer drawer(seed, i);
+    FloatTensor& t = st.tensors[i];
+    t.name = layout[i].name;
+    t.shape = layout[i].shape;
+    t.data = DrawTensor(layout[i], p.geometry, p.heads, drawer);
   }
   st.metadata["config"] = OfficialConfigJson(p.geometry, p.heads);
   st.metadata["bits_map"] = p.scheme;
