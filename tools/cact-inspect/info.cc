@@ -1,0 +1,232 @@
+// cact-inspect FILE: summary (file, checksum, geometry, KV, scheme, codebooks, heads,
+// tokenizer), the tensor table and the bits-per-weight accounting. Human, --markdown, --json.
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "formats/cact/accounting.h"
+#include "formats/cact/cact_file.h"
+#include "formats/tokenizer_blob.h"
+#include "lib/sha256.h"
+#include "nlohmann/json.hpp"
+#include "quant/cact_diff.h"
+#include "quant/scheme_inference.h"
+#include "tools/cact-inspect/commands.h"
+#include "tools/cact-inspect/table.h"
+
+namespace cact::inspect {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string ShapeText(const TensorEntry& t) {
+  if (t.record.dtype == DType::kRAW) return "-";
+  return "[" + absl::StrJoin(t.shape(), ", ") + "]";
+}
+
+// Bits per weight of one record: blob bits over logical parameters.
+double RecordBpw(const TensorEntry& t) {
+  uint64_t n = t.record.NumElements();
+  return n ? double(t.record.nbytes) * 8.0 / double(n) : 0.0;
+}
+
+std::string HeadsText(const CactFile& f) {
+  std::vector<std::string> parts;
+  for (const auto& h : f.probe_heads())
+    parts.push_back(absl::StrFormat("%s (%d probes -> %d)", h.name(), h.probes, h.out_dim));
+  return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
+}
+
+std::vector<uint32_t> Used(const std::array<uint32_t, 4>& a, uint32_t n) {
+  return std::vector<uint32_t>(a.begin(), a.begin() + std::min<uint32_t>(n, 4));
+}
+
+Json GeometryJson(const Header& h) {
+  const Geometry& g = h.geometry;
+  return Json{{"tag", absl::StrFormat("0x%08X", h.tag)},
+              {"num_tensors", h.num_tensors},
+              {"codebook_len", h.codebook_len},
+              {"kv_window", g.kv_window},
+              {"kv_bits", g.kv_bits},
+              {"vocab", g.vocab},
+              {"d_model", g.d_model},
+              {"num_heads", g.num_heads},
+              {"num_kv_heads", g.num_kv_heads},
+              {"num_layers", g.num_layers},
+              {"head_dim", g.head_dim},
+              {"max_seq_len", g.max_seq_len},
+              {"hada_n", g.hada_n},
+              {"mhc_lanes", g.mhc_lanes},
+              {"engram_slots", g.engram_slots},
+              {"engram_sub_dim", g.engram_sub_dim},
+              {"num_engram_tables", g.num_engram_tables},
+              {"engram_conv_taps", g.engram_conv_taps},
+              {"engram_conv_dilation", g.engram_conv_dilation},
+              {"engram_orders", Used(g.engram_orders, g.num_engram_orders)},
+              {"engram_sites", Used(g.engram_sites, g.num_engram_sites)},
+              {"rope_theta", g.rope_theta}};
+}
+
+void PrintSummary(const CactFile& f, const std::string& sha, const std::string& scheme,
+                  const TokenizerBlob* tok) {
+  const Geometry& g = f.geometry();
+  auto row = [](const char* k, const std::string& v) { std::printf("%-11s %s\n", k, v.c_str()); };
+  row("file", absl::StrFormat("%s (%s bytes%s)", f.path(), Thousands(f.bytes().size()),
+                              f.bytes().decompressed() ? ", decompressed from zstd" : ""));
+  row("sha256", sha);
+  row("format", absl::StrFormat(".cact tag 0x%08X, %d tensors, codebook %d values", f.header().tag,
+                                f.header().num_tensors, f.header().codebook_len));
+  row("model", absl::StrFormat("vocab %d, d_model %d, %d layers, %d/%d heads x %d, max_seq_len %d",
+                               g.vocab, g.d_model, g.num_layers, g.num_heads, g.num_kv_heads,
+                               g.head_dim, g.max_seq_len));
+  row("blocks", absl::StrFormat("Hadamard MLP n=%d, mHC %d lanes, RoPE theta %g", g.hada_n,
+                                g.mhc_lanes, g.rope_theta));
+  row("engram", absl::StrFormat("sites [%s], orders [%s], %d tables x %d slots x %d, conv %d taps "
+                                "dilation %d",
+                                absl::StrJoin(Used(g.engram_sites, g.num_engram_sites), ","),
+                                absl::StrJoin(Used(g.engram_orders, g.num_engram_orders), ","),
+                                g.num_engram_tables, g.engram_slots, g.engram_sub_dim,
+                                g.engram_conv_taps, g.engram_conv_dilation));
+  row("kv cache", absl::StrFormat("window %d, %s", g.kv_window,
+                                  g.kv_bits == 8 ? "int8" : absl::StrFormat("%d-bit", g.kv_bits)));
+  row("scheme", scheme.empty() ? "(no CQ records)"
+                               : absl::StrFormat("%s (inferred from the records)", scheme));
+  row("codebooks", f.codebook_group() ? absl::StrFormat("scaled for group %d", f.codebook_group())
+                                      : std::string("group not recognised (custom codebook)"));
+  size_t off = 0;
+  for (uint32_t bits : {2u, 3u, 4u}) {
+    size_t n = size_t(1) << bits;
+    std::vector<std::string> v;
+    for (size_t i = 0; i < n && off + i < f.codebook().size(); ++i)
+      v.push_back(absl::StrFormat("%.6g", f.codebook()[off + i]));
+    off += n;
+    std::printf("  CQ%u       [%s]\n", bits, absl::StrJoin(v, ", ").c_str());
+  }
+  row("heads", HeadsText(f));
+  if (tok)
+    row("tokenizer", absl::StrFormat("%d pieces, pad/eos/bos/unk = %d/%d/%d/%d, dummy prefix %d, "
+                                     "byte fallback %d",
+                                     tok->pieces.size(), tok->pad_id, tok->eos_id, tok->bos_id,
+                                     tok->unk_id, tok->add_dummy_prefix, tok->byte_fallback));
+}
+
+
+Json AccountingJson(const Accounting& a) {
+  Json classes = Json::object();
+  for (size_t i = 0; i < kNumWidthClasses; ++i) {
+    const ClassStats& c = a.classes[i];
+    if (!c.tensors) continue;
+    classes[WidthClassName(WidthClass(i))] = {{"tensors", c.tensors}, {"params", c.params}, {"bytes", c.bytes}};
+  }
+  return Json{{"classes", classes},
+              {"params", a.params},
+              {"cq_params", a.cq_params},
+              {"code_weighted_bits", a.code_weighted_bits},
+              {"norm_bytes", a.norm_bytes},
+              {"payload_bytes", a.payload_bytes},
+              {"payload_bpw", a.payload_bpw},
+              {"file_bytes", a.file_bytes},
+              {"file_bpw", a.file_bpw}};
+}
+
+void PrintAccounting(const Accounting& a, bool markdown) {
+  Table t({"class", ">tensors", ">parameters", ">bytes", ">bpw"});
+  for (size_t i = 0; i < kNumWidthClasses; ++i) {
+    const ClassStats& c = a.classes[i];
+    if (!c.tensors) continue;
+    bool raw = WidthClass(i) == WidthClass::kRAW;
+    t.Add({WidthClassName(WidthClass(i)), Thousands(c.tensors), raw ? "(not parameters)" : Thousands(c.params),
+           Thousands(c.bytes), c.params ? absl::StrFormat("%.4f", 8.0 * double(c.bytes) / double(c.params)) : ""});
+  }
+  t.Print(stdout, markdown, markdown ? "" : "  ");
+  std::printf(markdown ? "\n" : "");
+  auto line = [&](const char* k, const std::string& v) {
+    if (markdown) std::printf("- %s: %s\n", k, v.c_str());
+    else std::printf("  %-30s %s\n", k, v.c_str());
+  };
+  line("total parameters", Thousands(a.params));
+  line("code-weighted width", absl::StrFormat("%.6f bits (CQ codes only)", a.code_weighted_bits));
+  line("FP16 group norms", absl::StrFormat("%s bytes", Thousands(a.norm_bytes)));
+  line("numeric payload", absl::StrFormat("%s bytes = %.6f bpw (codes + norms + FP16)", Thousands(a.payload_bytes),
+                                          a.payload_bpw));
+  line("whole file", absl::StrFormat("%s bytes = %.6f bpw", Thousands(a.file_bytes), a.file_bpw));
+}
+
+}  // namespace
+
+int RunInfo(const Options& o) {
+  auto file = CactFile::Open(o.file);
+  if (!file.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(file.status().message()).c_str());
+    return 2;
+  }
+  const CactFile& f = *file;
+  std::string sha = Sha256Hex(f.bytes().span());
+  std::string scheme = InferScheme(f);
+  auto tok = ParseTokenizerBlob(f.tokenizer_blob(), f.path(), f.tensors().back().record.offset);
+  Accounting acc = ComputeAccounting(f);
+
+  if (o.json) {
+    Json j;
+    j["file"] = f.path();
+    j["bytes"] = f.bytes().size();
+    j["zstd"] = f.bytes().decompressed();
+    j["sha256"] = sha;
+    j["header"] = GeometryJson(f.header());
+    j["scheme"] = scheme;
+    j["codebook_group"] = f.codebook_group();
+    Json cbs;
+    size_t off = 0;
+    for (uint32_t bits : {2u, 3u, 4u}) {
+      size_t n = size_t(1) << bits;
+      std::vector<float> v(f.codebook().begin() + off, f.codebook().begin() + off + n);
+      cbs[std::to_string(bits)] = v;
+      off += n;
+    }
+    j["codebooks"] = cbs;
+    j["probe_heads"] = Json::array();
+    for (const auto& h : f.probe_heads())
+      j["probe_heads"].push_back({{"name", h.name()}, {"probes", h.probes}, {"out_dim", h.out_dim}});
+    if (tok.ok())
+      j["tokenizer"] = {{"pieces", tok->pieces.size()}, {"pad_id", tok->pad_id},
+                        {"eos_id", tok->eos_id}, {"bos_id", tok->bos_id}, {"unk_id", tok->unk_id}};
+    if (!o.no_tensors) {
+      j["tensors"] = Json::array();
+      for (const TensorEntry& t : f.tensors())
+        j["tensors"].push_back({{"index", t.index},
+                                {"name", t.name},
+                                {"dtype", DTypeName(t.record.dtype)},
+                                {"type", TypeLabel(t.record)},
+                                {"shape", t.shape()},
+                                {"bits", t.record.bits},
+                                {"group", t.record.group},
+                                {"offset", t.record.offset},
+                                {"bytes", t.record.nbytes},
+                                {"params", t.record.NumElements()},
+                                {"bpw", RecordBpw(t)}});
+    }
+    j["accounting"] = AccountingJson(acc);
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+
+  if (!o.markdown) PrintSummary(f, sha, scheme, tok.ok() ? &*tok : nullptr);
+  else std::printf("## %s\n\n- sha256 `%s`\n- scheme `%s`\n- heads: %s\n\n", f.path().c_str(), sha.c_str(),
+                   scheme.c_str(), HeadsText(f).c_str());
+  if (!o.no_tensors) {
+    std::printf(o.markdown ? "\n### Tensors\n\n" : "\ntensors\n");
+    Table t({">#", "name", "type", "shape", ">bits", ">group", ">offset", ">bytes", ">bpw"});
+    for (const TensorEntry& e : f.tensors())
+      t.Add({std::to_string(e.index), e.name, TypeLabel(e.record), ShapeText(e),
+             e.is_cq() ? std::to_string(e.record.bits) : "", e.is_cq() ? std::to_string(e.record.group) : "",
+             std::to_string(e.record.offset), Thousands(e.record.nbytes),
+             e.record.dtype == DType::kRAW ? "" : absl::StrFormat("%.4f", RecordBpw(e))});
+    t.Print(stdout, o.markdown, o.markdown ? "" : "  ");
+  }
+  std::printf(o.markdown ? "\n### Accounting\n\n" : "\naccounting\n");
+  PrintAccounting(acc, o.markdown);
+  return 0;
+}
+
+}  // namespace cact::inspect

@@ -1,0 +1,67 @@
+// cact-inspect: look inside a .cact file. Printing only; the facts come from formats/ and
+// quant/ (validation, naming, accounting, scheme inference, dequantization, diff).
+//
+//   cact-inspect [--json|--markdown] FILE          summary, tensor table, accounting
+//   cact-inspect verify FILE [--sha256 HEX]        validation + checksums, exit 0/1
+//   cact-inspect diff A B [--json]                 what a rebuild touched
+//   cact-inspect dump FILE --tensor NAME -o X.npy  dequantized tensor as .npy
+//   cact-inspect tokens FILE [--json]              tokenizer pieces
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "tools/cact-inspect/commands.h"
+
+int main(int argc, char** argv) {
+  // `cact-inspect FILE` is the summary command: make it explicit for CLI11.
+  static const std::set<std::string> kCommands = {"info", "verify", "diff", "dump", "tokens"};
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool wants_help = !args.empty() && (args[0] == "-h" || args[0] == "--help");
+  if (!args.empty() && !kCommands.count(args[0]) && !wants_help) args.insert(args.begin(), "info");
+
+  CLI::App app{"cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
+               "bits-per-weight accounting, checksums, validation, diffs)"};
+  app.require_subcommand(1);
+  cact::inspect::Options o;
+
+  auto* info = app.add_subcommand("info", "summary, tensor table and accounting (default command)");
+  info->add_option("file", o.file, ".cact or .cact.zst file")->required();
+  info->add_flag("--json", o.json, "machine-readable JSON (keys documented in docs/cact-inspect.md)");
+  info->add_flag("--markdown", o.markdown, "Markdown tables");
+  info->add_flag("--no-tensors", o.no_tensors, "omit the per-tensor table");
+
+  auto* verify = app.add_subcommand("verify", "full validation plus file and per-tensor SHA-256");
+  verify->add_option("file", o.file)->required();
+  verify->add_option("--sha256", o.sha256, "expected SHA-256 of the file (hex)");
+  verify->add_flag("--json", o.json, "JSON report");
+
+  auto* diff = app.add_subcommand("diff", "header and per-tensor differences between two files");
+  diff->add_option("a", o.file)->required();
+  diff->add_option("b", o.file_b)->required();
+  diff->add_flag("--json", o.json, "JSON report");
+  diff->add_flag("--all", o.all, "list identical tensors too");
+
+  auto* dump = app.add_subcommand("dump", "write one tensor's dequantized values as .npy");
+  dump->add_option("file", o.file)->required();
+  dump->add_option("--tensor", o.tensor, "canonical tensor name (see the tensor table)")->required();
+  dump->add_option("-o,--output", o.output, "output .npy path")->required();
+
+  auto* tokens = app.add_subcommand("tokens", "list the tokenizer pieces");
+  tokens->add_option("file", o.file)->required();
+  tokens->add_flag("--json", o.json, "JSON array");
+
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (*info) return cact::inspect::RunInfo(o);
+  if (*verify) return cact::inspect::RunVerify(o);
+  if (*diff) return cact::inspect::RunDiff(o);
+  if (*dump) return cact::inspect::RunDump(o);
+  if (*tokens) return cact::inspect::RunTokens(o);
+  return 2;
+}
