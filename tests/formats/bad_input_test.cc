@@ -247,6 +247,32 @@ TEST_F(BadInputTest, LyingTokenizerPieceLength) {
                                           "piece type (0 normal .. 4 byte)", tok + 28));
 }
 
+TEST_F(BadInputTest, RandomCorruptionNeverCrashes) {
+  // Random byte changes in the header, codebook, directory and tokenizer blob: every
+  // outcome is an error or a file whose blobs all lie inside the buffer. Deterministic LCG.
+  const uint64_t dir_end = RecordPos(76), tok = records_.back().offset;
+  uint64_t s = 42;
+  auto next = [&] { return (s = s * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  size_t errors = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::vector<uint8_t> b = good_;
+    for (int k = 0, n = 1 + int(next() % 3); k < n; ++k) {
+      const bool in_tok = next() % 4 == 0;
+      const uint64_t pos = in_tok ? tok + next() % (b.size() - tok) : next() % dir_end;
+      b[pos] = uint8_t(next());
+    }
+    auto f = CactFile::FromBytes(FileBytes::FromBuffer("model.cact", std::move(b)));
+    if (!f.ok()) {
+      ++errors;
+      EXPECT_EQ(f.status().message().rfind("model.cact: ", 0), 0u) << f.status();
+      continue;
+    }
+    for (const TensorEntry& t : f->tensors())
+      ASSERT_LE(t.record.offset + t.record.nbytes, f->bytes().size()) << t.name;
+  }
+  EXPECT_GT(errors, 1000u);  // most random changes must be caught
+}
+
 TEST(BadProbeHeads, ManifestCodeMustBeAHead) {
   std::vector<uint8_t> b = ReadAll(Fixture("odd", "model.cact"));
   auto f = CactFile::Open(Fixture("odd", "model.cact"));
