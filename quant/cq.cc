@@ -1,97 +1,26 @@
-// CQ quantize / dequantize / pack. Numerics follow the exporter step by step (spec
-// section 1): the rotation is the FWHT (the dense float32 matmul differs only in rounding
-// order), the group norm uses numpy's pairwise float32 sum, the unit vector divides by the
-// unrounded norm, and the nearest entry is searchsorted + "<=" in float32.
+// CQ pack/unpack and the matrix-level entry points. The per-group numerics live in
+// cq_batch.cc; this file splits a matrix into chunks of groups for OpenMP.
 #include "quant/cq.h"
 
 #include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstring>
 
+#include "quant/cq_batch.h"
 #include "quant/fp16.h"
-#include "quant/fwht.h"
-#include "quant/numpy_sum.h"
 
 namespace cact {
 namespace {
 
-constexpr float kMinNorm = 1e-12f;  // np.maximum(norm, 1e-12) on a float32 array
+constexpr uint64_t kChunkGroups = 256;  // groups per OpenMP work item (a multiple of 16)
 
-// The exporter's nearest entry: pos = searchsorted(cb, v) (left side; NaN sorts last),
-// clipped to [1, L-1]; the left neighbour wins when its float32 distance is <= the right's.
-inline uint8_t NearestIndex(float v, const float* cb, int levels) {
-  int pos = 0;
-  for (int k = 0; k < levels; ++k) pos += (cb[k] < v) | (v != v);
-  pos = std::clamp(pos, 1, levels - 1);
-  return uint8_t(std::fabs(v - cb[pos - 1]) <= std::fabs(v - cb[pos]) ? pos - 1 : pos);
+bool Parallel(uint64_t groups, uint32_t group) { return groups * group >= (1u << 16); }
+
+template <class Fn>
+void ForEachChunk(uint64_t groups, uint32_t group, Fn fn) {
+  const int64_t chunks = int64_t((groups + kChunkGroups - 1) / kChunkGroups);
+#pragma omp parallel for schedule(dynamic, 4) if (Parallel(groups, group))
+  for (int64_t c = 0; c < chunks; ++c)
+    fn(uint64_t(c) * kChunkGroups, std::min(groups, uint64_t(c + 1) * kChunkGroups));
 }
-
-template <int L>
-void NearestCodes(const float* u, size_t n, const float* cb, uint8_t* codes) {
-  for (size_t i = 0; i < n; ++i) codes[i] = NearestIndex(u[i], cb, L);  // L constant: unrolled
-}
-
-void NearestCodesAny(const float* u, size_t n, std::span<const float> cb, uint8_t* codes) {
-  switch (cb.size()) {
-    case 3: return NearestCodes<3>(u, n, cb.data(), codes);
-    case 4: return NearestCodes<4>(u, n, cb.data(), codes);
-    case 8: return NearestCodes<8>(u, n, cb.data(), codes);
-    case 16: return NearestCodes<16>(u, n, cb.data(), codes);
-    default:
-      if (cb.size() < 2) return std::fill(codes, codes + n, uint8_t{0});
-      for (size_t i = 0; i < n; ++i) codes[i] = NearestIndex(u[i], cb.data(), int(cb.size()));
-  }
-}
-
-// Quantizes one row: `w` has shape.in values; codes gets in_pad entries, norms groups().
-void QuantizeRow(const float* w, const CqShape& s, std::span<const float> cb, float scale,
-                 float* rot, float* tmp, uint8_t* codes, uint16_t* norms) {
-  const uint32_t g = s.group;
-  for (uint32_t gi = 0; gi < s.groups(); ++gi) {
-    const uint32_t begin = gi * g;
-    const uint32_t valid = begin >= s.in ? 0 : std::min(g, s.in - begin);
-    std::memcpy(rot, w + begin, valid * sizeof(float));
-    std::fill(rot + valid, rot + g, 0.0f);
-    FwhtUnnormalized(rot, g);
-    for (uint32_t i = 0; i < g; ++i) {
-      rot[i] *= scale;
-      tmp[i] = rot[i] * rot[i];
-    }
-    const float norm = std::sqrt(NumpyPairwiseSum(tmp, g));
-    const float denom = std::max(norm, kMinNorm);
-    for (uint32_t i = 0; i < g; ++i) tmp[i] = rot[i] / denom;
-    NearestCodesAny(tmp, g, cb, codes + begin);
-    norms[gi] = FloatToHalf(norm);
-  }
-}
-
-// Codebook values indexed by stored code; codes that cannot occur (ternary crumb 2, or a
-// short codebook) read 0 instead of past the end.
-std::array<float, 16> CodeTable(std::span<const float> cb) {
-  std::array<float, 16> t{};
-  for (size_t i = 0; i < std::min<size_t>(cb.size(), 16); ++i) t[i] = cb[i];
-  return t;
-}
-
-void DequantizeRowImpl(std::span<const uint8_t> blob, const CqShape& s,
-                       const std::array<float, 16>& table, uint32_t row, float scale,
-                       uint8_t* codes, float* buf, float* out) {
-  const uint32_t g = s.group, in_pad = s.in_pad();
-  UnpackRow(blob.data() + uint64_t(row) * s.row_code_bytes(), in_pad, s.bits, codes);
-  const uint8_t* norm_bytes = blob.data() + s.code_bytes() + uint64_t(row) * s.groups() * 2;
-  for (uint32_t gi = 0; gi < s.groups(); ++gi) {
-    const float norm = LoadHalf(norm_bytes + 2 * gi);
-    const uint8_t* c = codes + gi * g;
-    for (uint32_t i = 0; i < g; ++i) buf[i] = table[c[i] & 15] * norm;
-    FwhtUnnormalized(buf, g);
-    const uint32_t begin = gi * g;
-    const uint32_t valid = begin >= s.in ? 0 : std::min(g, s.in - begin);
-    for (uint32_t i = 0; i < valid; ++i) out[begin + i] = buf[i] * scale;
-  }
-}
-
-bool Parallel(const CqShape& s) { return uint64_t(s.out) * s.in_pad() >= (1u << 16); }
 
 }  // namespace
 
@@ -116,16 +45,21 @@ void PackRow(const uint8_t* codes, uint32_t n, uint32_t bits, uint8_t* out) {
   if (filled) out[o] = uint8_t(acc);
 }
 
-void UnpackRow(const uint8_t* packed, uint32_t n, uint32_t bits, uint8_t* codes) {
+void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits, uint8_t* codes) {
   const bool ternary = bits == 5;
   const uint32_t width = ternary ? 2 : bits;
   const uint32_t mask = (1u << width) - 1;
+  const uint64_t bit = first * width;
+  const uint8_t* p = packed_row + bit / 8;
   uint64_t acc = 0;
   uint32_t filled = 0;
-  size_t p = 0;
+  if (bit % 8) {
+    acc = *p++ >> (bit % 8);
+    filled = 8 - uint32_t(bit % 8);
+  }
   for (uint32_t i = 0; i < n; ++i) {
     if (filled < width) {
-      acc |= uint64_t(packed[p++]) << filled;
+      acc |= uint64_t(*p++) << filled;
       filled += 8;
     }
     uint32_t c = uint32_t(acc) & mask;
@@ -136,21 +70,24 @@ void UnpackRow(const uint8_t* packed, uint32_t n, uint32_t bits, uint8_t* codes)
   }
 }
 
+void UnpackRow(const uint8_t* packed, uint32_t n, uint32_t bits, uint8_t* codes) {
+  UnpackCodes(packed, 0, n, bits, codes);
+}
+
 CqMatrix QuantizeMatrix(const float* w, const CqShape& shape, std::span<const float> codebook) {
+  return QuantizeMatrix(w, shape, codebook, CqRotation::kFwht);
+}
+
+CqMatrix QuantizeMatrix(const float* w, const CqShape& shape, std::span<const float> codebook,
+                        CqRotation rotation) {
   CqMatrix m;
   m.shape = shape;
-  const uint32_t in_pad = shape.in_pad(), groups = shape.groups();
-  m.codes.resize(uint64_t(shape.out) * in_pad);
-  m.norms.resize(uint64_t(shape.out) * groups);
-  const float scale = HadamardScale(shape.group);
-#pragma omp parallel if (Parallel(shape))
-  {
-    std::vector<float> rot(shape.group), tmp(shape.group);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < int64_t(shape.out); ++r)
-      QuantizeRow(w + uint64_t(r) * shape.in, shape, codebook, scale, rot.data(), tmp.data(),
-                  m.codes.data() + uint64_t(r) * in_pad, m.norms.data() + uint64_t(r) * groups);
-  }
+  const uint64_t groups = uint64_t(shape.out) * shape.groups();
+  m.codes.resize(groups * shape.group);
+  m.norms.resize(groups);
+  ForEachChunk(groups, shape.group, [&](uint64_t begin, uint64_t end) {
+    cq_internal::QuantizeGroups(w, shape, codebook, rotation, begin, end, m.codes.data(), m.norms.data());
+  });
   return m;
 }
 
@@ -181,27 +118,41 @@ CqMatrix UnpackBlob(std::span<const uint8_t> blob, const CqShape& shape) {
   return m;
 }
 
+namespace {
+
+void DequantizeAll(std::span<const uint8_t> blob, const CqShape& shape, std::span<const float> codebook,
+                   CqRotation rotation, float* out) {
+  ForEachChunk(uint64_t(shape.out) * shape.groups(), shape.group, [&](uint64_t begin, uint64_t end) {
+    cq_internal::DequantizeGroups(blob, shape, codebook, rotation, begin, end, out, 0);
+  });
+}
+
+void DequantizeOneRow(std::span<const uint8_t> blob, const CqShape& shape, std::span<const float> codebook,
+                      CqRotation rotation, uint32_t row, float* out) {
+  const uint64_t g = shape.groups();
+  cq_internal::DequantizeGroups(blob, shape, codebook, rotation, row * g, (row + 1) * g, out, row);
+}
+
+}  // namespace
+
 void DequantizeBlob(std::span<const uint8_t> blob, const CqShape& shape,
                     std::span<const float> codebook, float* out) {
-  const std::array<float, 16> table = CodeTable(codebook);
-  const float scale = HadamardScale(shape.group);
-#pragma omp parallel if (Parallel(shape))
-  {
-    std::vector<uint8_t> codes(shape.in_pad());
-    std::vector<float> buf(shape.group);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < int64_t(shape.out); ++r)
-      DequantizeRowImpl(blob, shape, table, uint32_t(r), scale, codes.data(), buf.data(),
-                        out + uint64_t(r) * shape.in);
-  }
+  DequantizeAll(blob, shape, codebook, CqRotation::kExporter, out);
 }
 
 void DequantizeRow(std::span<const uint8_t> blob, const CqShape& shape,
                    std::span<const float> codebook, uint32_t row, float* out) {
-  std::vector<uint8_t> codes(shape.in_pad());
-  std::vector<float> buf(shape.group);
-  DequantizeRowImpl(blob, shape, CodeTable(codebook), row, HadamardScale(shape.group),
-                    codes.data(), buf.data(), out);
+  DequantizeOneRow(blob, shape, codebook, CqRotation::kExporter, row, out);
+}
+
+void DequantizeBlobFwht(std::span<const uint8_t> blob, const CqShape& shape,
+                        std::span<const float> codebook, float* out) {
+  DequantizeAll(blob, shape, codebook, CqRotation::kFwht, out);
+}
+
+void DequantizeRowFwht(std::span<const uint8_t> blob, const CqShape& shape,
+                       std::span<const float> codebook, uint32_t row, float* out) {
+  DequantizeOneRow(blob, shape, codebook, CqRotation::kFwht, row, out);
 }
 
 }  // namespace cact

@@ -23,6 +23,8 @@ struct CqShape {
 // Packing for bits 2/3/4 is the LSB-first bitstream; ternary crumbs are 3,0,1 for 0,1,2.
 void PackRow(const uint8_t* codes, uint32_t n, uint32_t bits, uint8_t* out);
 void UnpackRow(const uint8_t* packed, uint32_t n, uint32_t bits, uint8_t* codes);
+// Unpacks n codes starting at code index `first` of a packed row (reads only those bits' bytes).
+void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits, uint8_t* codes);
 
 struct CqMatrix {
   CqShape shape;
@@ -30,18 +32,39 @@ struct CqMatrix {
   std::vector<uint16_t> norms;  // out * groups FP16 bits
 };
 
-// Quantize a row-major [out, in] float matrix (spec: w @ H via FWHT, unrounded norm for the
-// unit vector, ties to the smaller index, FP16 norm). `codebook` has 2^bits (3 ternary) entries.
-// Parallel over rows with OpenMP.
+// How the group rotation `x @ H` is evaluated. Both are float32 and differ only in
+// rounding order:
+//  - kFwht: the fast Walsh-Hadamard butterflies, then one multiply by HadamardScale(g);
+//    O(log g) per value.
+//  - kExporter: the order of the official exporter/reader, whose numpy matmul runs on the
+//    reference BLAS (Debian libblas3): y_k = ((0 + x_0*h_0k) + x_1*h_1k) + ... , a plain
+//    left-to-right sum of rounded products; O(g) per value. Bit-identical with the
+//    official files and official_dequant/*.npy.
+enum class CqRotation { kFwht, kExporter };
+
+// Quantize a row-major [out, in] float matrix (spec: w @ H, unrounded norm for the unit
+// vector, searchsorted + "<=" for the nearest entry (ties to the smaller index), FP16 norm).
+// `codebook` has 2^bits (3 ternary) entries, sorted. OpenMP over groups of rows. The default
+// rotation is the FWHT, which reproduces the fixtures byte for byte; kExporter also removes
+// the rare near-tie flips the FWHT's rounding can cause on large models.
 CqMatrix QuantizeMatrix(const float* w, const CqShape& shape, std::span<const float> codebook);
+CqMatrix QuantizeMatrix(const float* w, const CqShape& shape, std::span<const float> codebook,
+                        CqRotation rotation);
 std::vector<uint8_t> PackBlob(const CqMatrix& m);
 // Parses a blob (caller checked its size with CqShape::blob_bytes()).
 CqMatrix UnpackBlob(std::span<const uint8_t> blob, const CqShape& shape);
-// Dequantize straight from a blob into row-major [out, in] float32.
+// Dequantize straight from a blob into row-major [out, in] float32, bit-identical to the
+// official reader (numpy `(cb[idx] * norm) @ H`, CqRotation::kExporter). OpenMP over rows.
 void DequantizeBlob(std::span<const uint8_t> blob, const CqShape& shape,
                     std::span<const float> codebook, float* out);
-// Dequantize a single row (engine: embedding/engram rows on demand).
+// Dequantize a single row (engine: embedding/engram rows on demand), same numerics.
 void DequantizeRow(std::span<const uint8_t> blob, const CqShape& shape,
                    std::span<const float> codebook, uint32_t row, float* out);
+// The same through the FWHT: O(log group) per value, equal to the above within a few
+// float32 ulps of the tensor's largest values (about 1e-6 of max |value|), not bit-exact.
+void DequantizeBlobFwht(std::span<const uint8_t> blob, const CqShape& shape,
+                        std::span<const float> codebook, float* out);
+void DequantizeRowFwht(std::span<const uint8_t> blob, const CqShape& shape,
+                       std::span<const float> codebook, uint32_t row, float* out);
 
 }  // namespace cact

@@ -12,7 +12,7 @@ namespace cact {
 template <class T>
 T NumpyPairwiseSum(const T* a, size_t n) {
   if (n < 8) {
-    T res = 0;
+    T res{};
     for (size_t i = 0; i < n; ++i) res += a[i];
     return res;
   }
@@ -36,7 +36,7 @@ T NumpyPairwiseSum(const T* a, size_t n) {
 template <class T>
 T NumpyReduceSum(const T* a, size_t n) {
   constexpr size_t kBuffer = 8192;
-  T acc = 0;
+  T acc{};
   for (size_t off = 0; off < n; off += kBuffer) acc += NumpyPairwiseSum(a + off, std::min(kBuffer, n - off));
   return acc;
 }

@@ -112,7 +112,7 @@ struct OracleCase {
 TEST(CqQuantize, MatchesNumpyOracleWithPadding) {
   const std::vector<OracleCase> cases = {
       {37, 300, 128, 2}, {20, 24, 128, 2}, {64, 256, 64, 3}, {33, 128, 128, 4},
-      {16, 96, 128, 5},  {48, 640, 256, 4}, {8, 512, 32, 2},
+      {16, 96, 128, 5},  {48, 640, 256, 4}, {8, 512, 32, 2}, {6, 1000, 512, 3},
   };
   TempDir dir;
   std::string list;
@@ -123,9 +123,12 @@ TEST(CqQuantize, MatchesNumpyOracleWithPadding) {
   ASSERT_TRUE(RunPythonOracle(dir, R"(
 import json, struct
 import numpy as np
-books = json.load(open(')" + fixture + R"('))['codebooks']
+fixture = json.load(open(')" + fixture + R"('))
+books = fixture['codebooks']
 def codebook(bits, g):
     key = 'bits%s_group%d' % ('1.58' if bits == 5 else str(bits), g)
+    if key not in books:  # the exporter's formula on the official unit levels
+        return (np.array([float(v) for v in fixture['unit_lloyd_max_float64'][str(bits)]]) / np.sqrt(g)).astype(np.float32)
     return np.array([struct.unpack('<f', struct.pack('<I', int(h, 16)))[0] for h in books[key]['hex']], np.float32)
 def hadamard(g):
     h = np.ones((1, 1), np.float32)
@@ -170,37 +173,58 @@ for i, (out, inn, g, bits) in enumerate([)" + list + R"(]):
     EXPECT_LT(a.max_margin, 1e-6) << testing::Describe(a);
     EXPECT_EQ(a.norms_within_1ulp, a.norms) << testing::Describe(a);
     if (!a.disagreements.empty()) std::printf("%s\n", testing::Describe(a).c_str());
+    // The exporter-order rotation evaluates w @ H exactly as numpy's matmul on the
+    // reference BLAS (Debian libblas3, what this python3 uses): identical codes and norms.
+    CqMatrix exact = QuantizeMatrix(w.data(), s, cb, CqRotation::kExporter);
+    EXPECT_EQ(exact.codes, want_codes);
+    EXPECT_EQ(exact.norms, want_norms);
     // The zero row: norm 0, every code the entry nearest 0 under the tie rule.
     for (uint32_t gi = 0; gi < s.groups(); ++gi) EXPECT_EQ(m.norms[gi], 0);
 
-    // Dequantization against our own scalar reference: (cb[idx] * norm) @ H, drop padding.
+    // Dequantization against two scalar references of (cb[idx] * norm) @ H: the exact
+    // value (double) and the reference BLAS order (sequential float32 sum of rounded
+    // products, what the official reader computes).
     std::vector<uint8_t> blob = PackBlob(m);
     ASSERT_EQ(blob.size(), s.blob_bytes());
-    std::vector<float> deq(w.size());
+    std::vector<float> deq(w.size()), fast(w.size());
     DequantizeBlob(blob, s, cb, deq.data());
-    double max_abs = 0, max_err = 0;
+    DequantizeBlobFwht(blob, s, cb, fast.data());
+    const float h = 1.0f / float(std::sqrt(double(c.group)));
+    double max_abs = 0, max_err_fast = 0, max_err_exporter = 0;
     for (uint32_t r = 0; r < c.out; ++r) {
       for (uint32_t gi = 0; gi < s.groups(); ++gi) {
-        const double norm = HalfToFloat(m.norms[r * s.groups() + gi]);
+        const float norm = HalfToFloat(m.norms[r * s.groups() + gi]);
         for (uint32_t k = 0; k < c.group; ++k) {
           uint32_t col = gi * c.group + k;
           if (col >= c.in) continue;
-          double acc = 0;
+          double exact = 0;
+          float sequential = 0;
           for (uint32_t j = 0; j < c.group; ++j) {
-            double v = cb[m.codes[uint64_t(r) * s.in_pad() + gi * c.group + j]] * norm;
-            acc += (__builtin_popcount(j & k) & 1) ? -v : v;
+            float v = cb[m.codes[uint64_t(r) * s.in_pad() + gi * c.group + j]] * norm;
+            bool minus = __builtin_popcount(j & k) & 1;
+            exact += minus ? -double(v) : double(v);
+            sequential += v * (minus ? -h : h);
           }
-          acc /= std::sqrt(double(c.group));
-          max_abs = std::max(max_abs, std::fabs(acc));
-          max_err = std::max(max_err, std::fabs(acc - deq[uint64_t(r) * c.in + col]));
+          exact /= std::sqrt(double(c.group));
+          const uint64_t at = uint64_t(r) * c.in + col;
+          ASSERT_EQ(deq[at], sequential) << "row " << r << " col " << col;
+          max_abs = std::max(max_abs, std::fabs(exact));
+          max_err_fast = std::max(max_err_fast, std::fabs(exact - fast[at]));
+          max_err_exporter = std::max(max_err_exporter, std::fabs(exact - deq[at]));
         }
       }
     }
-    // float32 butterflies vs an exact double sum: a few float32 ulps of the largest value.
-    EXPECT_LE(max_err, 1e-6 * std::max(max_abs, 1e-30)) << "max err " << max_err << " max |w| " << max_abs;
-    std::vector<float> row(c.in);
+    // FWHT: log2(g) float32 butterfly roundings, well under 1e-6 of the largest value;
+    // the sequential sum of g terms is allowed twice that.
+    EXPECT_LE(max_err_fast, 1e-6 * std::max(max_abs, 1e-30)) << "max err " << max_err_fast << " max |w| " << max_abs;
+    EXPECT_LE(max_err_exporter, 2e-6 * std::max(max_abs, 1e-30)) << "max err " << max_err_exporter;
+    std::vector<float> row(c.in), row_fast(c.in);
     DequantizeRow(blob, s, cb, c.out - 1, row.data());
-    for (uint32_t k = 0; k < c.in; ++k) ASSERT_EQ(row[k], deq[uint64_t(c.out - 1) * c.in + k]);
+    DequantizeRowFwht(blob, s, cb, c.out - 1, row_fast.data());
+    for (uint32_t k = 0; k < c.in; ++k) {
+      ASSERT_EQ(row[k], deq[uint64_t(c.out - 1) * c.in + k]);
+      ASSERT_EQ(row_fast[k], fast[uint64_t(c.out - 1) * c.in + k]);
+    }
   }
 }
 
