@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "formats/le_bytes.h"
@@ -42,7 +43,7 @@ constexpr double kTernaryLevel = 1.2240064;
 constexpr uint32_t CodebookStart(uint32_t bits) { return bits == 2 ? 0 : bits == 3 ? 4 : 12; }
 
 std::string ShapeString(const std::vector<uint32_t>& s) {
-  return "[" + absl::StrJoin(s, ",") + "]";
+  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
 }
 
 std::string RecordShapeString(const TensorRecord& r) {
