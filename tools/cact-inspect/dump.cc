@@ -26,7 +26,8 @@ int RunDump(const Options& o) {
     std::fprintf(stderr, "error: %s\n", std::string(values.status().message()).c_str());
     return 2;
   }
-  std::vector<size_t> shape(t->shape().begin(), t->shape().end());
+  const std::vector<uint32_t> dims = t->shape();
+  std::vector<size_t> shape(dims.begin(), dims.end());
   if (auto st = WriteNpy(o.output, values->data(), shape); !st.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(st.message()).c_str());
     return 2;
