@@ -285,10 +285,12 @@ BlockDotsFn8<kVnni> PickBlockDots8(const CqKernelMatrix& m) {
   }
 }
 
+thread_local AlignedScratch tl_norms8;
+
 inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
                     const float* gs, float* y) {
   const uint32_t G = m.groups();
-  const uint16_t* panel = m.norm_panel() + size_t(r0 / 16) * G * 16 + r0 % 16;
+  const uint16_t* panel = BlockNorms(m, r0, 8, tl_norms8.Get<uint16_t>(size_t(G) * 16));
   __m256 acc = _mm256_setzero_ps();
   for (uint32_t g = 0; g < G; ++g) {
     __m256 nf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 16 * g)));

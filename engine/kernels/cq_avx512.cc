@@ -345,11 +345,13 @@ BlockDotsFn PickBlockDots(const CqKernelMatrix& m) {
   }
 }
 
+thread_local AlignedScratch tl_norms;
+
 // y[r0 .. r0+rows) from exact dots [G][16]: the documented float accumulation.
 inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
                    const float* gs, float* y) {
   const uint32_t G = m.groups();
-  const uint16_t* panel = m.norm_panel() + size_t(r0 / 16) * G * 16;
+  const uint16_t* panel = BlockNorms(m, r0, 16, tl_norms.Get<uint16_t>(size_t(G) * 16));
   __m512 acc = _mm512_setzero_ps();
   for (uint32_t g = 0; g < G; ++g) {
     __m512 nf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 16 * g)));

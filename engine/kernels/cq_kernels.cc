@@ -285,6 +285,16 @@ void GroupScales(const ActivationBatch& a, uint32_t t, float cb_scale, float* gs
   for (uint32_t g = 0; g < a.groups(); ++g) gs[g] = s[g] * cb_scale;
 }
 
+const uint16_t* BlockNorms(const CqKernelMatrix& m, uint32_t r0, uint32_t lanes, uint16_t* tmp) {
+  const uint32_t G = m.groups();
+  if (r0 % 16 + lanes <= 16 && r0 % lanes == 0)
+    return m.norm_panel() + size_t(r0 / 16) * G * 16 + r0 % 16;
+  for (uint32_t g = 0; g < G; ++g)
+    for (uint32_t i = 0; i < lanes; ++i)
+      tmp[g * 16 + i] = r0 + i < m.out() ? LoadHalfBits(m.norms() + (size_t(r0 + i) * G + g) * 2) : 0;
+  return tmp;
+}
+
 void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t) {
   const int8_t* q = a->natural(t);
   int8_t* p2 = a->mutable_perm2(t);

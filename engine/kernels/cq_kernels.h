@@ -136,9 +136,9 @@ void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_strid
                         uint32_t group, ActivationBatch* out);
 
 // ---------------------------------------------------------------- products
-// y[r] for rows [row_begin, row_end) of token t (y indexed by absolute row). row_begin must
-// be a multiple of 16 (use RowSplit). No threading: for use inside the caller's parallel
-// region.
+// y[r] for rows [row_begin, row_end) of token t (y indexed by absolute row). Any range
+// works; ranges starting on a multiple of 16 (RowSplit) are fastest. No threading: for use
+// inside the caller's parallel region.
 void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                 uint32_t row_begin, uint32_t row_end, float* y);
 // All rows; threads over 16-row blocks with OpenMP when the matrix is large

@@ -30,5 +30,8 @@ void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t);
 void GroupScales(const ActivationBatch& a, uint32_t t, float cb_scale, float* gs);
 // 1 / (127 * sqrt(group)) as float, computed the same way everywhere.
 float ActScaleFactor(uint32_t group);
+// FP16 norms of rows r0..r0+15 as [group][16] (zero past the matrix): the panel itself when
+// r0 is a multiple of 16 (or of 8 with lanes <= 8), else gathered from the blob into tmp.
+const uint16_t* BlockNorms(const CqKernelMatrix& m, uint32_t r0, uint32_t lanes, uint16_t* tmp);
 
 }  // namespace cact::kernels::internal

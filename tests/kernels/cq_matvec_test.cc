@@ -100,6 +100,20 @@ TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
               }
             ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what << " parts " << parts;
           }
+          // Unaligned row ranges (e.g. the 4 rows of one layer's mHC projection).
+          for (uint32_t cut : {1u, 3u, 5u, 13u, 21u}) {
+            if (cut >= d.out) continue;
+            std::vector<float> y(size_t(T) * d.out, NAN);
+            for (uint32_t t = 0; t < T; ++t) {
+              MatVecRows(isa, c.m, a, t, 0, cut, y.data() + size_t(t) * d.out);
+              MatVecRows(isa, c.m, a, t, cut, d.out, y.data() + size_t(t) * d.out);
+            }
+            ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what << " cut " << cut;
+            std::vector<float> ym(size_t(T) * d.out, NAN);
+            MatMatRows(isa, c.m, a, 0, cut, ym.data(), d.out);
+            MatMatRows(isa, c.m, a, cut, d.out, ym.data(), d.out);
+            ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat cut " << cut;
+          }
           // MatMat (prefill) gives the same bits as MatVec (decode).
           std::vector<float> ym(size_t(T) * d.out, NAN);
           MatMatRows(isa, c.m, a, 0, d.out, ym.data(), d.out);
