@@ -1,0 +1,36 @@
+#include "engine/forward_paths.h"
+
+// The fast path (engine/fast_forward.h, kernels helper) is wired in when it is present, so
+// this file builds at every commit whether or not it has landed.
+#if __has_include("engine/fast_forward.h")
+#include "engine/fast_forward.h"
+#define CACT_HAVE_FAST_FORWARD 1
+#else
+#define CACT_HAVE_FAST_FORWARD 0
+#endif
+
+namespace cact {
+
+bool HasFastForward() { return CACT_HAVE_FAST_FORWARD; }
+
+std::vector<std::string> AvailableForwardPaths() {
+  std::vector<std::string> paths = {"ref"};
+  if (HasFastForward()) paths.push_back("fast");
+  return paths;
+}
+
+absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std::string_view path,
+                                                         const ForwardOptions& options) {
+  if (path == "auto") path = HasFastForward() ? "fast" : "ref";
+  if (path == "ref" || path == "reference") return MakeReferenceForward(model, options);
+#if CACT_HAVE_FAST_FORWARD
+  if (path == "fast") return MakeFastForward(model, options);
+#else
+  if (path == "fast")
+    return absl::UnimplementedError("the fast path is not built yet; use --ref (--path ref)");
+#endif
+  return absl::InvalidArgumentError("unknown forward path '" + std::string(path) +
+                                    "' (expected fast, ref or auto)");
+}
+
+}  // namespace cact

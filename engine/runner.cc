@@ -1,0 +1,267 @@
+#include "engine/runner.h"
+
+#include <charconv>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "engine/chat_template.h"
+#include "engine/forward_paths.h"
+#include "engine/tokenizer.h"
+#include "lib/npy.h"
+#include "lib/resources.h"
+
+namespace cact {
+namespace {
+
+absl::Status BadRequest(const std::string& what) { return absl::InvalidArgumentError(what); }
+
+// The prompt ids plus what the chat template adds.
+struct Prompt {
+  std::vector<int32_t> ids;
+  bool chat = false;
+  uint32_t tools_prefix = 0;
+};
+
+absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) {
+  const int sources = int(req.tokens.has_value()) + int(req.prompt.has_value()) +
+                      int(req.tools_json.has_value() || req.query.has_value());
+  if (sources == 0) return BadRequest("no prompt: give --tokens, -p TEXT, or --tools FILE --query TEXT");
+  if (sources > 1) return BadRequest("give only one of --tokens, -p and --tools/--query");
+  Prompt p;
+  if (req.tokens) {
+    if (req.tokens->empty()) return BadRequest("--tokens is empty");
+    p.ids = *req.tokens;
+    return p;
+  }
+  if (!tok) return BadRequest("the model's tokenizer could not be read");
+  if (req.prompt) {
+    p.ids.push_back(tok->bos_id());
+    for (int32_t id : tok->Encode(*req.prompt)) p.ids.push_back(id);
+    return p;
+  }
+  if (!req.tools_json || !req.query) return BadRequest("--tools and --query go together");
+  std::optional<std::string_view> system;
+  if (req.system) system = *req.system;
+  auto chat = BuildChatPrompt(*tok, *req.tools_json, *req.query, system);
+  if (!chat.ok()) return chat.status();
+  p.ids = std::move(chat->ids);
+  p.chat = true;
+  p.tools_prefix = chat->tools_prefix;
+  return p;
+}
+
+// Streams decoded text, holding back while the tail is an incomplete run of byte pieces.
+class TextStream {
+ public:
+  TextStream(const Tokenizer* tok, const std::function<void(std::string_view)>& sink)
+      : tok_(tok), sink_(sink) {}
+  void Add(int32_t id, const std::vector<int32_t>& all) {
+    if (!tok_) return;
+    const TokenizerPiece& p = tok_->blob().pieces[id];
+    if (p.type == PieceType::kByte) return;  // wait for the character to complete
+    Flush(all);
+  }
+  void Flush(const std::vector<int32_t>& all) {
+    if (!tok_) return;
+    text_ = tok_->Decode(all);
+    if (text_.size() > emitted_ && sink_) sink_(std::string_view(text_).substr(emitted_));
+    emitted_ = text_.size();
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  const Tokenizer* tok_;
+  const std::function<void(std::string_view)>& sink_;
+  std::string text_;
+  size_t emitted_ = 0;
+};
+
+absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model& model) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InvalidArgumentError("--dump-hidden: cannot create " + dir + ": " + ec.message());
+  const std::vector<float>& h = fwd.hidden();
+  return WriteNpy(dir + "/hidden.npy", h.data(),
+                  {model.num_layers(), fwd.position(), model.d_model()});
+}
+
+}  // namespace
+
+double RunTimings::prefill_tokens_per_s() const {
+  return prefill_ms > 0 ? prompt_tokens / (prefill_ms / 1e3) : 0;
+}
+double RunTimings::decode_tokens_per_s() const {
+  return decode_ms > 0 ? decode_steps / (decode_ms / 1e3) : 0;
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenList(std::string_view list) {
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at <= list.size()) {
+    size_t end = list.find(',', at);
+    if (end == std::string_view::npos) end = list.size();
+    std::string_view item = list.substr(at, end - at);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    int64_t v = 0;
+    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < INT32_MIN ||
+        v > INT32_MAX)
+      return BadRequest(absl::StrFormat("--tokens: '%s' is not an integer token id", std::string(item)));
+    ids.push_back(int32_t(v));
+    at = end + 1;
+  }
+  return ids;
+}
+
+absl::StatusOr<RunResult> RunModel(const RunRequest& req,
+                                   const std::function<void(std::string_view)>& on_text) {
+  RunResult r;
+  Stopwatch clock;
+  auto model_or = Model::Open(req.model_path);
+  if (!model_or.ok()) return model_or.status();
+  const Model& model = **model_or;
+  const double open_ms = clock.Millis();
+
+  clock.Reset();
+  std::optional<Tokenizer> tokenizer;
+  if (auto t = Tokenizer::FromBytes(model.file().tokenizer_blob(), model.path()); t.ok())
+    tokenizer = std::move(t).value();
+  auto prompt_or = BuildPrompt(req, tokenizer ? &*tokenizer : nullptr);
+  if (!prompt_or.ok()) return prompt_or.status();
+  const Prompt prompt = std::move(prompt_or).value();
+  r.timings.tokenize_ms = clock.Millis();
+  r.prompt_ids = prompt.ids;
+  r.timings.prompt_tokens = uint32_t(prompt.ids.size());
+  if (auto st = CheckFeed(model, 0, prompt.ids); !st.ok()) return st;
+
+  r.window = req.window.value_or(model.kv_window());
+  r.sink = req.sink.value_or(prompt.chat ? prompt.tools_prefix : 0);
+  ForwardOptions opt;
+  opt.attn = {r.window, r.sink};
+  opt.threads = std::max(1, req.threads);
+  opt.keep_hidden = !req.dump_hidden_dir.empty() || req.probes || req.validate;
+
+  if (req.validate) {
+    clock.Reset();
+    auto ref = MakeForwardPath(model, "ref", opt);
+    if (!ref.ok()) return ref.status();
+    auto cand = MakeForwardPath(model, req.path == "auto" ? "fast" : req.path, opt);
+    if (!cand.ok()) return cand.status();
+    r.timings.load_ms = open_ms + clock.Millis();
+    r.path_name = (*cand)->name();
+    auto report = ValidateForwards(**ref, **cand, prompt.ids, req.validate_steps,
+                                   model.num_layers(), req.thresholds);
+    if (!report.ok()) return report.status();
+    r.validation = std::move(report).value();
+    r.timings.peak_rss_bytes = PeakRssBytes();
+    return r;
+  }
+
+  clock.Reset();
+  auto fwd_or = MakeForwardPath(model, req.path, opt);
+  if (!fwd_or.ok()) return fwd_or.status();
+  Forward& fwd = **fwd_or;
+  r.path_name = fwd.name();
+  r.timings.load_ms = open_ms + clock.Millis();
+
+  // Prefill.
+  clock.Reset();
+  std::vector<float> logits;
+  const bool all_rows = !req.logits_path.empty() && !req.last_only;
+  if (auto st = fwd.Feed(prompt.ids, &logits, all_rows); !st.ok()) return st;
+  r.timings.prefill_ms = clock.Millis();
+  const size_t V = model.vocab();
+  if (!req.logits_path.empty()) {
+    const size_t rows = logits.size() / V;
+    if (auto st = WriteNpy(req.logits_path, logits.data(), {rows, V}); !st.ok()) return st;
+  }
+
+  // Generation: the first token comes from the prefill logits, each later one needs a step.
+  Sampler sampler(req.sampling);
+  TextStream stream(tokenizer ? &*tokenizer : nullptr, on_text);
+  const int32_t eos = tokenizer ? tokenizer->eos_id() : 1;
+  const int32_t im_end = tokenizer ? tokenizer->PieceToId("<|im_end|>") : -1;
+  std::vector<float> last(logits.end() - V, logits.end());
+  Stopwatch decode_clock;
+  for (uint32_t i = 0; i < req.max_new_tokens; ++i) {
+    const int32_t next = sampler.Sample(last);
+    if (i == 0) r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
+    if (next == eos || (prompt.chat && next == im_end)) break;
+    r.generated_ids.push_back(next);
+    stream.Add(next, r.generated_ids);
+    if (i + 1 == req.max_new_tokens || fwd.position() >= model.max_seq_len()) break;
+    decode_clock.Reset();
+    const int32_t tok[1] = {next};
+    if (auto st = fwd.Feed(tok, &last, false); !st.ok()) return st;
+    r.timings.decode_ms += decode_clock.Millis();
+    ++r.timings.decode_steps;
+  }
+  stream.Flush(r.generated_ids);
+  r.text = stream.text();
+  r.timings.generated_tokens = uint32_t(r.generated_ids.size());
+
+  if (!req.dump_hidden_dir.empty())
+    if (auto st = WriteHidden(req.dump_hidden_dir, fwd, model); !st.ok()) return st;
+  if (req.probes) {
+    std::vector<int32_t> fed = prompt.ids;
+    fed.insert(fed.end(), r.generated_ids.begin(), r.generated_ids.begin() + r.timings.decode_steps);
+    auto probes = ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0);
+    if (!probes.ok()) return probes.status();
+    r.probes = std::move(probes).value();
+  }
+  r.timings.peak_rss_bytes = PeakRssBytes();
+  return r;
+}
+
+std::string TimingLine(const RunResult& r) {
+  const RunTimings& t = r.timings;
+  if (r.validation)
+    return absl::StrFormat("cact-run [validate %s vs reference, window %d, sink %d]: load %.1f ms | "
+                           "tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MB",
+                           r.path_name, r.window, r.sink, t.load_ms, t.tokenize_ms,
+                           t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
+  std::string s = absl::StrFormat(
+      "cact-run [%s, window %d, sink %d]: load %.1f ms | tokenize %.2f ms | prompt %d tokens | "
+      "prefill %.1f ms (%.1f tok/s)",
+      r.path_name, r.window, r.sink, t.load_ms, t.tokenize_ms, t.prompt_tokens, t.prefill_ms,
+      t.prefill_tokens_per_s());
+  if (t.generated_tokens)
+    s += absl::StrFormat(" | first token %.1f ms | decode %d steps %.1f tok/s", t.first_token_ms,
+                         t.decode_steps, t.decode_tokens_per_s());
+  s += absl::StrFormat(" | peak RSS %.1f MB", double(t.peak_rss_bytes) / (1 << 20));
+  return s;
+}
+
+std::string ResultJson(const RunResult& r) {
+  nlohmann::ordered_json j;
+  j["path"] = r.path_name;
+  j["window"] = r.window;
+  j["sink"] = r.sink;
+  j["prompt_tokens"] = r.timings.prompt_tokens;
+  j["prompt_ids"] = r.prompt_ids;
+  j["generated_ids"] = r.generated_ids;
+  j["text"] = r.text;
+  const RunTimings& t = r.timings;
+  j["timings"] = {{"load_ms", t.load_ms},
+                  {"tokenize_ms", t.tokenize_ms},
+                  {"prompt_tokens", t.prompt_tokens},
+                  {"prefill_ms", t.prefill_ms},
+                  {"prefill_tokens_per_s", t.prefill_tokens_per_s()},
+                  {"first_token_ms", t.first_token_ms},
+                  {"generated_tokens", t.generated_tokens},
+                  {"decode_steps", t.decode_steps},
+                  {"decode_ms", t.decode_ms},
+                  {"decode_tokens_per_s", t.decode_tokens_per_s()},
+                  {"peak_rss_bytes", t.peak_rss_bytes}};
+  if (r.probes) {
+    j["probes"]["retrieval"] = r.probes->retrieval;
+    if (r.probes->has_confidence) j["probes"]["confidence"] = r.probes->confidence;
+  }
+  if (r.validation) j["validation"] = nlohmann::ordered_json::parse(r.validation->ToJson());
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+}  // namespace cact

@@ -1,0 +1,124 @@
+// cact-run: run a .cact model on the CPU. Flag parsing and printing only; everything else
+// is engine/runner.h.
+//
+//   cact-run MODEL --tokens 2,17,40 --logits OUT.npy [--last] [--window W --sink P]
+//   cact-run MODEL -p TEXT [-n N] [--temperature T --top-k K --top-p P --seed S]
+//   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N]
+//   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
+// Common: --ref / --path fast|ref|auto, -t THREADS, --dump-hidden DIR, --probes, --json.
+// Exit codes: 0 ok, 1 validation failed or internal error, 2 bad input.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "engine/runner.h"
+
+namespace {
+
+int Fail(int code, const std::string& what) {
+  std::fprintf(stderr, "cact-run: %s\n", what.c_str());
+  return code;
+}
+
+bool ReadText(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return false;
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
+               "generation, the Needle chat template, path validation, timings"};
+  cact::RunRequest req;
+  std::string tokens, tools_file, prompt, query, system, path = "auto";
+  bool ref = false, json = false;
+  uint32_t window = 0, sink = 0, n = 0;
+
+  app.add_option("model", req.model_path, ".cact or .cact.zst model")->required();
+  app.add_flag("--ref", ref, "use the FP32 reference path (same as --path ref)");
+  app.add_option("--path", path, "forward path: fast, ref or auto (fast when built)")
+      ->check(CLI::IsMember({"fast", "ref", "reference", "auto"}));
+  app.add_option("--tokens", tokens, "comma-separated token ids to feed, e.g. 2,17,40");
+  app.add_option("-p,--prompt", prompt, "text prompt (BOS + SentencePiece encoding)");
+  app.add_option("--tools", tools_file, "JSON file with the tool declarations (chat template)");
+  app.add_option("--query", query, "user query for the chat template");
+  app.add_option("--system", system, "optional system turn for the chat template");
+  auto* n_opt = app.add_option("-n,--max-new-tokens", n, "tokens to generate (validate: decode steps)");
+  app.add_option("-t,--threads", req.threads, "threads")->check(CLI::Range(1, 256));
+  auto* window_opt = app.add_option("--window", window, "attention window W (0 = causal; default: header kv_window)");
+  auto* sink_opt = app.add_option("--sink", sink, "pinned first positions (default: tool declarations in chat mode, else 0)");
+  app.add_option("--temperature", req.sampling.temperature, "sampling temperature (0 = greedy)");
+  app.add_option("--top-k", req.sampling.top_k, "keep the k most likely tokens (0 = all)");
+  app.add_option("--top-p", req.sampling.top_p, "nucleus mass (1 = all)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--seed", req.sampling.seed, "sampling seed");
+  app.add_option("--logits", req.logits_path, "write the prompt's logits [T, vocab] float32 .npy");
+  app.add_flag("--last", req.last_only, "with --logits: only the last position [1, vocab]");
+  app.add_option("--dump-hidden", req.dump_hidden_dir, "write DIR/hidden.npy: lane mean after each layer [L, T, d]");
+  app.add_flag("--probes", req.probes, "compute the probe heads (confidence, retrieval embedding)");
+  app.add_flag("--validate", req.validate, "compare the reference with --path (default fast): "
+               "per-layer hidden rel-L2, logits rel-L2, top-1, KL; exit 1 past thresholds");
+  app.add_option("--max-rel-l2", req.thresholds.max_logits_rel_l2, "validate: logits rel-L2 bound");
+  app.add_option("--min-top1", req.thresholds.min_top1, "validate: top-1 agreement bound");
+  app.add_option("--max-kl-mean", req.thresholds.max_kl_mean, "validate: mean KL bound (nats)");
+  app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)");
+  app.add_flag("--json", json, "print one JSON object (text, ids, timings, validation) on stdout");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  req.path = ref ? "ref" : path;
+  if (!tokens.empty()) {
+    auto ids = cact::ParseTokenList(tokens);
+    if (!ids.ok()) return Fail(2, std::string(ids.status().message()));
+    req.tokens = std::move(ids).value();
+  }
+  if (!prompt.empty()) req.prompt = prompt;
+  if (!tools_file.empty()) {
+    std::string text;
+    if (!ReadText(tools_file, &text)) return Fail(2, tools_file + ": cannot read the tools file");
+    req.tools_json = std::move(text);
+  }
+  if (!query.empty()) req.query = query;
+  if (!system.empty()) req.system = system;
+  if (*window_opt) req.window = window;
+  if (*sink_opt) req.sink = sink;
+  req.max_new_tokens = n;
+  if (req.validate && *n_opt) req.validate_steps = n;
+
+  const bool stream = !json && !req.validate;
+  auto result = cact::RunModel(req, [&](std::string_view text) {
+    if (!stream) return;
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  });
+  if (!result.ok()) {
+    const auto code = result.status().code();
+    return Fail(code == absl::StatusCode::kInternal ? 1 : 2, std::string(result.status().message()));
+  }
+  if (stream && !result->generated_ids.empty()) std::fputc('\n', stdout);
+  if (json) {
+    std::printf("%s\n", cact::ResultJson(*result).c_str());
+  } else if (result->validation) {
+    std::fputs(result->validation->ToText().c_str(), stdout);
+  }
+  std::fprintf(stderr, "%s\n", cact::TimingLine(*result).c_str());
+  if (result->probes && !json) {
+    if (result->probes->has_confidence)
+      std::fprintf(stderr, "confidence logit %.6f\n", result->probes->confidence);
+    if (!result->probes->retrieval.empty())
+      std::fprintf(stderr, "retrieval embedding: %zu values (L2-normalised)\n", result->probes->retrieval.size());
+  }
+  return result->validation && !result->validation->ok() ? 1 : 0;
+}
