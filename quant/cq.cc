@@ -85,9 +85,18 @@ CqMatrix QuantizeMatrix(const float* w, const CqShape& shape, std::span<const fl
   const uint64_t groups = uint64_t(shape.out) * shape.groups();
   m.codes.resize(groups * shape.group);
   m.norms.resize(groups);
+  double error_sq = 0, signal_sq = 0;
   ForEachChunk(groups, shape.group, [&](uint64_t begin, uint64_t end) {
-    cq_internal::QuantizeGroups(w, shape, codebook, rotation, begin, end, m.codes.data(), m.norms.data());
+    double e = 0, s = 0;
+    cq_internal::QuantizeGroups(w, shape, codebook, rotation, begin, end, m.codes.data(), m.norms.data(), &e, &s);
+#pragma omp critical(cact_cq_stats)
+    {
+      error_sq += e;
+      signal_sq += s;
+    }
   });
+  m.error_sq = error_sq;
+  m.signal_sq = signal_sq;
   return m;
 }
 
@@ -95,7 +104,8 @@ std::vector<uint8_t> PackBlob(const CqMatrix& m) {
   const CqShape& s = m.shape;
   std::vector<uint8_t> blob(s.blob_bytes());
   const uint32_t in_pad = s.in_pad();
-  for (uint64_t r = 0; r < s.out; ++r)
+#pragma omp parallel for schedule(static) if (Parallel(uint64_t(s.out) * s.groups(), s.group))
+  for (int64_t r = 0; r < int64_t(s.out); ++r)
     PackRow(m.codes.data() + r * in_pad, in_pad, s.bits, blob.data() + r * s.row_code_bytes());
   uint8_t* p = blob.data() + s.code_bytes();
   for (uint16_t h : m.norms) {

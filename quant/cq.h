@@ -30,6 +30,10 @@ struct CqMatrix {
   CqShape shape;
   std::vector<uint8_t> codes;   // out * in_pad indices (unpacked)
   std::vector<uint16_t> norms;  // out * groups FP16 bits
+  // Filled by QuantizeMatrix: sum of squared reconstruction errors (rotated domain, FP16
+  // norms, double) and sum of squared inputs; error_sq / signal_sq is the relative MSE.
+  double error_sq = 0, signal_sq = 0;
+  double rel_mse() const { return signal_sq > 0 ? error_sq / signal_sq : 0.0; }
 };
 
 // How the group rotation `x @ H` is evaluated. Both are float32 and differ only in

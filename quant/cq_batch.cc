@@ -187,7 +187,7 @@ CACT_ALWAYS_INLINE GroupPos Locate(const CqShape& s, uint64_t q) {
 CACT_CLONES
 void QuantizeGroups(const float* w, const CqShape& s, std::span<const float> codebook,
                     CqRotation rotation, uint64_t q_begin, uint64_t q_end, uint8_t* codes,
-                    uint16_t* norms) {
+                    uint16_t* norms, double* error_sq, double* signal_sq) {
   const uint32_t g = s.group;
   const float scale = HadamardScale(g);
   LaneArray x_store(g), t_store(g), scratch_store(g / 128 + 1);
@@ -223,8 +223,18 @@ void QuantizeGroups(const float* w, const CqShape& s, std::span<const float> cod
       NearestAny(rot[j] / denom, codebook, lane_codes.data() + size_t(j) * kLanes);
     for (uint32_t l = 0; l < n; ++l) {
       uint8_t* dst = codes + (q0 + l) * g;
-      for (uint32_t j = 0; j < g; ++j) dst[j] = lane_codes[size_t(j) * kLanes + l];
-      norms[q0 + l] = FloatToHalf(norm[l]);
+      const uint16_t half = FloatToHalf(norm[l]);
+      const float stored = HalfToFloat(half);
+      float err = 0;  // the orthonormal rotation keeps distances: measure them rotated
+      for (uint32_t j = 0; j < g; ++j) {
+        const uint8_t c = lane_codes[size_t(j) * kLanes + l];
+        dst[j] = c;
+        const float d = rot[j][l] - (c < codebook.size() ? codebook[c] : 0.0f) * stored;
+        err += d * d;
+      }
+      norms[q0 + l] = half;
+      *error_sq += err;
+      *signal_sq += double(sum[l]);
     }
   }
 }

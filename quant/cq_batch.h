@@ -14,10 +14,11 @@
 
 namespace cact::cq_internal {
 
-// Codes and FP16 norms of groups [q_begin, q_end) of the row-major [out, in] matrix `w`.
+// Codes and FP16 norms of groups [q_begin, q_end) of the row-major [out, in] matrix `w`;
+// adds those groups' squared reconstruction error and squared norm to *error_sq/*signal_sq.
 void QuantizeGroups(const float* w, const CqShape& s, std::span<const float> codebook,
                     CqRotation rotation, uint64_t q_begin, uint64_t q_end, uint8_t* codes,
-                    uint16_t* norms);
+                    uint16_t* norms, double* error_sq, double* signal_sq);
 
 // Dequantizes groups [q_begin, q_end) of a blob; `out` holds rows from `out_row0` on
 // ([rows, in] row-major), padding columns are dropped.

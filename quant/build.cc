@@ -1,0 +1,309 @@
+#include "quant/build.h"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "lib/atomic_file.h"
+#include "lib/status.h"
+#include "quant/codebook.h"
+#include "quant/fp16.h"
+#include "quant/scheme_inference.h"
+#include "quant/tensor_values.h"
+#include "quant/weights_geometry.h"
+
+namespace cact {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+TensorRecord MakeRecord(DType dtype, const std::vector<uint32_t>& shape, uint32_t group, uint32_t bits,
+                        uint64_t nbytes) {
+  TensorRecord r;
+  r.dtype = dtype;
+  r.ndim = uint8_t(shape.size());
+  for (size_t i = 0; i < shape.size() && i < 4; ++i) r.shape[i] = shape[i];
+  r.nbytes = nbytes;
+  if (dtype == DType::kCQ) {
+    r.group = group;
+    r.bits = bits;
+  }
+  return r;
+}
+
+bool SameProbeHeads(const std::vector<ProbeHeadSpec>& a, const std::vector<ProbeHeadSpec>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].kind != b[i].kind || a[i].probes != b[i].probes || a[i].out_dim != b[i].out_dim) return false;
+  return true;
+}
+
+// Where each CQ width and the group come from.
+struct WidthPlan {
+  std::function<uint32_t(const std::string&)> bits_for;
+  std::string scheme_text, source;
+  uint32_t group = 128;
+  std::string group_source;
+};
+
+absl::StatusOr<WidthPlan> PlanWidths(const BuildRequest& req) {
+  WidthPlan p;
+  const auto& meta = req.weights->metadata;
+  if (req.scheme) {
+    Scheme s = *req.scheme;
+    p.bits_for = [s](const std::string& n) { return s.BitsFor(n); };
+    p.scheme_text = s.ToString();
+    p.source = "--scheme";
+  } else if (req.base) {
+    std::map<std::string, uint32_t> widths;
+    for (const TensorEntry& t : req.base->tensors())
+      if (t.is_cq()) widths[t.name] = t.record.bits;
+    Scheme fallback;
+    if (auto it = meta.find("bits_map"); it != meta.end()) {
+      if (auto s = ParseScheme(it->second); s.ok()) fallback = *s;
+    }
+    p.bits_for = [widths, fallback](const std::string& n) {
+      auto it = widths.find(n);
+      return it != widths.end() ? it->second : fallback.BitsFor(n);
+    };
+    p.scheme_text = InferScheme(*req.base);
+    p.source = "base file widths";
+  } else if (auto it = meta.find("bits_map"); it != meta.end()) {
+    absl::StatusOr<Scheme> s = ParseScheme(it->second);
+    if (!s.ok()) return FileError(req.weights_path, "metadata bits_map: " + std::string(s.status().message()));
+    Scheme scheme = *s;
+    p.bits_for = [scheme](const std::string& n) { return scheme.BitsFor(n); };
+    p.scheme_text = scheme.ToString();
+    p.source = "safetensors metadata bits_map";
+  } else {
+    Scheme scheme = *ParseScheme(kDefaultScheme);
+    p.bits_for = [scheme](const std::string& n) { return scheme.BitsFor(n); };
+    p.scheme_text = scheme.ToString();
+    p.source = "default";
+  }
+  if (req.group) {
+    p.group = *req.group;
+    p.group_source = "--group";
+  } else if (req.base && req.base->codebook_group()) {
+    p.group = req.base->codebook_group();
+    p.group_source = "base file";
+  } else if (auto it = meta.find("group"); it != meta.end()) {
+    char* end = nullptr;
+    unsigned long g = std::strtoul(it->second.c_str(), &end, 10);
+    if (!end || *end || g > (1u << 20)) return FileError(req.weights_path, "metadata group '" + it->second + "' is not a number");
+    p.group = uint32_t(g);
+    p.group_source = "safetensors metadata";
+  } else {
+    p.group_source = "default";
+  }
+  if (!IsPowerOfTwoGroup(p.group))
+    return absl::InvalidArgumentError(absl::StrFormat("group %d (%s) is not a power of two between 8 and 65536",
+                                                      p.group, p.group_source));
+  return p;
+}
+
+absl::StatusOr<std::vector<uint8_t>> TokenizerBytes(const BuildRequest& req, const Geometry& g,
+                                                    std::string* source) {
+  std::vector<uint8_t> bytes;
+  size_t pieces = 0;
+  if (req.tokenizer) {
+    bytes = SerializeTokenizerBlob(*req.tokenizer);
+    pieces = req.tokenizer->pieces.size();
+    *source = req.tokenizer_source.empty() ? "--tokenizer" : req.tokenizer_source;
+  } else if (req.base) {
+    std::span<const uint8_t> blob = req.base->tokenizer_blob();
+    bytes.assign(blob.begin(), blob.end());
+    CACT_ASSIGN_OR_RETURN(TokenizerBlob t, ParseTokenizerBlob(blob, req.base->path()));
+    pieces = t.pieces.size();
+    *source = "base file (bytes copied)";
+  } else {
+    return absl::InvalidArgumentError("no tokenizer: pass --tokenizer FILE.model or --base BASE.cact");
+  }
+  if (pieces != g.vocab)
+    return absl::InvalidArgumentError(absl::StrFormat("the tokenizer from %s has %d pieces but the model's vocab is %d",
+                                                      *source, pieces, g.vocab));
+  return bytes;
+}
+
+}  // namespace
+
+std::string TypeName(const TensorRecord& r) {
+  switch (r.dtype) {
+    case DType::kCQ:
+      return absl::StrFormat("CQ%s g%d", WidthName(r.bits), r.group);
+    default:
+      return DTypeName(r.dtype);
+  }
+}
+
+bool IsPowerOfTwoGroup(uint32_t g) { return g >= 8 && g <= 65536 && (g & (g - 1)) == 0; }
+
+bool HasStandardCodebook(const CactFile& f, uint32_t group) {
+  std::vector<float> want = HeaderCodebook(group);
+  std::span<const float> have = f.codebook();
+  return have.size() == want.size() && std::memcmp(have.data(), want.data(), want.size() * sizeof(float)) == 0;
+}
+
+absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* report,
+                                       const TensorCallback& on_tensor) {
+  if (!req.weights) return absl::InvalidArgumentError("no weights");
+  const CactFile* base = req.base;
+  CACT_ASSIGN_OR_RETURN(WeightsModel model, DescribeWeights(*req.weights, req.weights_path, req.config_json,
+                                                            base ? &base->geometry() : nullptr, req.kv_window));
+  if (base && !SameProbeHeads(model.heads, base->probe_heads()))
+    return FileError(req.weights_path, "the weights' probe heads differ from the base file's");
+  CACT_ASSIGN_OR_RETURN(WidthPlan widths, PlanWidths(req));
+  std::string tokenizer_source;
+  CACT_ASSIGN_OR_RETURN(std::vector<uint8_t> tokenizer, TokenizerBytes(req, model.geometry, &tokenizer_source));
+
+  report->scheme = widths.scheme_text;
+  report->scheme_source = widths.source;
+  report->group = widths.group;
+  report->geometry_source = model.geometry_source;
+  report->tokenizer_source = tokenizer_source;
+  report->dry_run = req.dry_run;
+
+  CactContents out;
+  out.geometry = model.geometry;
+  out.codebook = HeaderCodebook(widths.group);
+  // Base bytes are only meaningful under the same header codebook.
+  const bool base_codebook_ok = base && HasStandardCodebook(*base, widths.group);
+  if (base && !base_codebook_ok && req.keep != KeepPolicy::kNever)
+    report->notes.push_back(absl::StrFormat("the base's stored codebook is not the standard g%d codebook: no CQ "
+                                            "bytes can be kept", widths.group));
+
+  const std::vector<TensorSpec> layout = CanonicalLayout(model.geometry, model.heads);
+  const size_t n = layout.size();
+  std::vector<TensorOutcome> outcomes(n);
+  std::vector<TensorBlob> blobs(n);
+  // One tensor: keep the base bytes, quantize, or encode FP16. Thread-safe.
+  auto process = [&](size_t i) -> absl::Status {
+    const TensorSpec& spec = layout[i];
+    TensorOutcome& o = outcomes[i];
+    o.name = spec.name;
+    o.shape = spec.shape;
+    TensorBlob& blob = blobs[i];
+    blob.name = spec.name;
+    const TensorEntry* base_entry = base ? base->Find(spec.name) : nullptr;
+
+    if (spec.kind == TensorKind::kTokenizer) {
+      o.source = o.target = "RAW";
+      o.action = TensorAction::kCopied;
+      o.reason = tokenizer_source;
+      blob.record = MakeRecord(DType::kRAW, {}, 0, 0, tokenizer.size());
+      blob.bytes = tokenizer;
+    } else {
+      const FloatTensor& w = *req.weights->Find(spec.name);  // DescribeWeights checked presence
+      o.source = Lower(w.stored_dtype);
+      if (spec.kind == TensorKind::kMatrix) {
+        const uint32_t bits = widths.bits_for(spec.name);
+        const CqShape shape{spec.shape[0], spec.shape[1], widths.group, bits};
+        blob.record = MakeRecord(DType::kCQ, spec.shape, widths.group, bits, shape.blob_bytes());
+        o.target = TypeName(blob.record);
+        bool kept = false;
+        if (base_entry && req.keep != KeepPolicy::kNever) {
+          const TensorRecord& br = base_entry->record;
+          if (br.dtype != DType::kCQ || br.bits != bits || br.group != widths.group) {
+            o.reason = absl::StrFormat("base is %s, scheme asks %s", TypeName(br), o.target);
+          } else if (!base_codebook_ok) {
+            o.reason = "base codebook is not the standard one";
+          } else {
+            std::vector<float> base_values(w.data.size());
+            const std::vector<float> base_cb = base->CodebookFor(bits, widths.group);
+            DequantizeBlob(base->blob(*base_entry), shape, base_cb, base_values.data());
+            KeepDecision d = DecideKeep(w.data, base_values, req.keep, req.keep_tolerance);
+            o.reason = d.reason;
+            if (d.keep) {
+              std::span<const uint8_t> b = base->blob(*base_entry);
+              blob.bytes.assign(b.begin(), b.end());
+              o.action = TensorAction::kKept;
+              kept = true;
+            }
+          }
+        } else if (base_entry) {
+          o.reason = "--force-requantize";
+        }
+        if (!kept) {
+          o.action = TensorAction::kQuantized;
+          if (!req.dry_run) {
+            std::vector<float> cb = CqCodebook(bits, widths.group);
+            CqMatrix m = QuantizeMatrix(w.data.data(), shape, cb, req.rotation);
+            o.rel_mse = m.rel_mse();
+            blob.bytes = PackBlob(m);
+          }
+        }
+      } else {
+        blob.record = MakeRecord(DType::kFP16, spec.shape, 0, 0, w.data.size() * 2);
+        o.target = "FP16";
+        bool kept = false;
+        if (base_entry && req.keep != KeepPolicy::kNever && base_entry->record.dtype == DType::kFP16) {
+          CACT_ASSIGN_OR_RETURN(std::vector<float> base_values, TensorValues(*base, *base_entry));
+          KeepDecision d = DecideKeep(w.data, base_values, req.keep, req.keep_tolerance);
+          o.reason = d.reason;
+          if (d.keep) {
+            std::span<const uint8_t> b = base->blob(*base_entry);
+            blob.bytes.assign(b.begin(), b.end());
+            o.action = TensorAction::kKept;
+            kept = true;
+          }
+        }
+        if (!kept) {
+          o.action = TensorAction::kEncoded;
+          blob.bytes.resize(w.data.size() * 2);
+          for (size_t k = 0; k < w.data.size(); ++k) {
+            const uint16_t h = FloatToHalf(w.data[k]);
+            blob.bytes[2 * k] = uint8_t(h);
+            blob.bytes[2 * k + 1] = uint8_t(h >> 8);
+          }
+        }
+      }
+    }
+    o.bytes = blob.record.nbytes;
+    return absl::OkStatus();
+  };
+
+  // OpenMP over tensors (the rows of each tensor then run on one thread: no nested
+  // teams). Progress is reported in directory order as soon as a prefix is finished.
+  std::vector<absl::Status> status(n);
+  std::vector<char> done(n, 0);
+  std::mutex mu;
+  size_t next = 0;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t i = 0; i < int64_t(n); ++i) {
+    status[i] = process(size_t(i));
+    std::lock_guard<std::mutex> lock(mu);
+    done[i] = 1;
+    for (; next < n && done[next]; ++next)
+      if (on_tensor && status[next].ok()) on_tensor(next + 1, n, outcomes[next]);
+  }
+  for (const absl::Status& st : status) CACT_RETURN_IF_ERROR(st);
+  report->tensors = std::move(outcomes);
+  out.tensors = std::move(blobs);
+  return out;
+}
+
+absl::Status FinishRebuild(const CactContents& contents, const std::string& path, int zstd_level,
+                           RebuildReport* report) {
+  std::vector<TensorRecord> records;
+  for (const TensorBlob& t : contents.tensors) records.push_back(t.record);
+  report->file_bytes = AssignOffsets(&records, uint32_t(contents.codebook.size()));
+  report->accounting = ComputeAccounting(records, report->file_bytes);
+  report->output = path;
+  report->zstd = path.size() > 4 && path.ends_with(".zst");
+  if (report->dry_run) return absl::OkStatus();
+  CACT_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, SerializeCact(contents, path));
+  report->file_bytes = bytes.size();
+  CACT_RETURN_IF_ERROR(WriteFileAtomic(path, bytes, zstd_level));
+  std::error_code ec;
+  report->written_bytes = std::filesystem::file_size(path, ec);
+  if (ec) report->written_bytes = 0;
+  return absl::OkStatus();
+}
+
+}  // namespace cact

@@ -1,0 +1,64 @@
+// cact-quant lora: merge a LoRA adapter into the five attention projections of a .cact,
+// in the FP32 domain of the base's dequantized weights, and requantize only those tensors
+// at their base width; every other tensor keeps its bytes.
+//
+// Adapter layouts (both float safetensors):
+//  - PEFT: `...layers.N.self_attn.{q,k,v,gate,out}_proj.lora_A.weight` [r, in] and
+//    `...lora_B.weight` [out, r] (torch orientation; a ".default" adapter name is allowed
+//    before ".weight"). Scale from adapter_config.json: lora_alpha / r, or
+//    lora_alpha / sqrt(r) with use_rslora.
+//  - Stacked (the Flax training layout): per projection one `{q,k,v,gate,out}_proj.A`
+//    [L, in, r] and `..._proj.B` [L, r, out] (a "/kernel" or ".kernel" step before A/B is
+//    allowed, e.g. "stack/layers/block/self_attn/q_proj/kernel/A"); the scale is the
+//    metadata entry "scale".
+//  `--scale` overrides either.
+// Merge, per element, in float32: dW[o][i] = scale * sum_r (B[o][r] * A[r][i]) with the
+// sum taken left to right over r (numpy/PEFT's `W + scale * (B @ A)` on the reference
+// BLAS), then W + dW.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "quant/build.h"
+
+namespace cact {
+
+struct LoraPair {
+  uint32_t layer = 0;
+  std::string proj;            // "q_proj", "k_proj", "v_proj", "gate_proj", "out_proj"
+  uint32_t rank = 0, in = 0, out = 0;
+  std::vector<float> a;        // [rank, in]  (PEFT orientation)
+  std::vector<float> b;        // [out, rank]
+  std::string a_key, b_key;    // where they came from, for messages
+};
+
+struct LoraAdapter {
+  std::string layout;          // "peft" or "stacked"
+  double scale = 0;
+  std::string scale_source;    // "lora_alpha / r (adapter_config.json)", "--scale", "metadata scale"
+  std::vector<LoraPair> pairs; // sorted by layer, then q, k, v, gate, out
+};
+
+// Parses and validates an adapter against the base geometry: every key must be a LoRA
+// weight of one of the five projections, shapes must fit, layer indices must exist, A and
+// B must come in pairs with one rank. Errors name the key.
+absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& adapter, const std::string& file,
+                                             const std::string& adapter_config_json,
+                                             std::optional<double> scale_override, const Geometry& g);
+
+// dW for one pair, [out, in] row-major, exactly as documented above.
+std::vector<float> LoraDelta(const LoraPair& p, double scale);
+
+struct LoraRequest {
+  const CactFile* base = nullptr;
+  const LoraAdapter* adapter = nullptr;
+  CqRotation rotation = CqRotation::kFwht;
+  bool dry_run = false;
+};
+
+absl::StatusOr<CactContents> MergeLora(const LoraRequest& request, RebuildReport* report,
+                                       const TensorCallback& on_tensor = nullptr);
+
+}  // namespace cact

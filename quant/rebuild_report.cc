@@ -1,0 +1,130 @@
+#include "quant/rebuild_report.h"
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace cact {
+namespace {
+
+std::string ShapeText(const std::vector<uint32_t>& s) { return "[" + absl::StrJoin(s, ",") + "]"; }
+
+std::string Bytes(uint64_t b) {
+  if (b >= (1u << 20)) return absl::StrFormat("%d B (%.2f MiB)", b, double(b) / (1 << 20));
+  return absl::StrFormat("%d B", b);
+}
+
+}  // namespace
+
+const char* ActionName(TensorAction a) {
+  switch (a) {
+    case TensorAction::kQuantized: return "quantized";
+    case TensorAction::kKept: return "kept";
+    case TensorAction::kEncoded: return "fp16";
+    case TensorAction::kCopied: return "copied";
+    case TensorAction::kRequantized: return "requantized";
+  }
+  return "?";
+}
+
+size_t RebuildReport::Count(TensorAction a) const {
+  size_t n = 0;
+  for (const TensorOutcome& t : tensors) n += t.action == a;
+  return n;
+}
+
+std::string ProgressLine(const TensorOutcome& t) {
+  std::string line = absl::StrFormat("%-24s %-13s %-5s -> %-9s", t.name, ShapeText(t.shape), t.source, t.target);
+  switch (t.action) {
+    case TensorAction::kQuantized:
+    case TensorAction::kRequantized:
+      line += absl::StrFormat("  rel-mse %.4f", t.rel_mse);
+      if (t.action == TensorAction::kRequantized) line += "  requantized";
+      break;
+    case TensorAction::kKept: line += "  kept (base bytes)"; break;
+    case TensorAction::kCopied: line += "  copied"; break;
+    case TensorAction::kEncoded: break;
+  }
+  if (t.lora)
+    line += absl::StrFormat("  |dW|/|W| %.2e  survived %.2f", t.lora->update_rel, t.lora->survived);
+  return line + absl::StrFormat("  %d B", t.bytes);
+}
+
+std::string SummaryText(const RebuildReport& r) {
+  const Accounting& a = r.accounting;
+  std::string s;
+  s += absl::StrFormat("%s%s: %s\n", r.command, r.dry_run ? " (dry run, nothing written)" : "", r.output);
+  if (!r.scheme.empty())
+    s += absl::StrFormat("  scheme          %s (%s), group %d\n", r.scheme, r.scheme_source, r.group);
+  if (!r.geometry_source.empty()) s += absl::StrFormat("  geometry        from %s\n", r.geometry_source);
+  if (!r.tokenizer_source.empty()) s += absl::StrFormat("  tokenizer       from %s\n", r.tokenizer_source);
+  s += absl::StrFormat("  tensors         %d: %d quantized, %d requantized, %d kept (base bytes), %d copied, %d fp16\n",
+                       r.tensors.size(), r.Count(TensorAction::kQuantized), r.Count(TensorAction::kRequantized),
+                       r.Count(TensorAction::kKept), r.Count(TensorAction::kCopied), r.Count(TensorAction::kEncoded));
+  s += absl::StrFormat("  parameters      %d (CQ %d, code-weighted width %.6f bits)\n", a.params, a.cq_params,
+                       a.code_weighted_bits);
+  s += absl::StrFormat("  payload         %s, %.6f bpw (incl. %d B of FP16 group norms)\n", Bytes(a.payload_bytes),
+                       a.payload_bpw, a.norm_bytes);
+  s += absl::StrFormat("  file            %s, %.6f bpw\n", Bytes(r.file_bytes), a.file_bpw);
+  if (r.zstd && !r.dry_run)
+    s += absl::StrFormat("  zstd            %s on disk (ratio %.3f)\n", Bytes(r.written_bytes),
+                         r.written_bytes ? double(r.file_bytes) / double(r.written_bytes) : 0.0);
+  for (const std::string& n : r.notes) s += "  note            " + n + "\n";
+  s += absl::StrFormat("  time            %.3f s (read %.3f s, quantize %.3f s, write %.3f s)\n", r.seconds,
+                       r.read_seconds, r.work_seconds, r.write_seconds);
+  return s;
+}
+
+nlohmann::ordered_json ReportJson(const RebuildReport& r) {
+  nlohmann::ordered_json j;
+  j["command"] = r.command;
+  j["output"] = r.output;
+  j["dry_run"] = r.dry_run;
+  j["scheme"] = r.scheme;
+  j["scheme_source"] = r.scheme_source;
+  j["group"] = r.group;
+  j["geometry_source"] = r.geometry_source;
+  j["tokenizer_source"] = r.tokenizer_source;
+  nlohmann::ordered_json counts;
+  for (TensorAction a : {TensorAction::kQuantized, TensorAction::kRequantized, TensorAction::kKept,
+                         TensorAction::kCopied, TensorAction::kEncoded})
+    counts[ActionName(a)] = r.Count(a);
+  j["counts"] = counts;
+  const Accounting& a = r.accounting;
+  j["params"] = a.params;
+  j["cq_params"] = a.cq_params;
+  j["code_weighted_bits"] = a.code_weighted_bits;
+  j["norm_bytes"] = a.norm_bytes;
+  j["payload_bytes"] = a.payload_bytes;
+  j["payload_bpw"] = a.payload_bpw;
+  j["file_bytes"] = r.file_bytes;
+  j["file_bpw"] = a.file_bpw;
+  j["zstd"] = r.zstd;
+  j["written_bytes"] = r.written_bytes;
+  j["seconds"] = r.seconds;
+  j["read_seconds"] = r.read_seconds;
+  j["quantize_seconds"] = r.work_seconds;
+  j["write_seconds"] = r.write_seconds;
+  j["notes"] = r.notes;
+  nlohmann::ordered_json tensors = nlohmann::ordered_json::array();
+  for (const TensorOutcome& t : r.tensors) {
+    nlohmann::ordered_json e;
+    e["name"] = t.name;
+    e["shape"] = t.shape;
+    e["source"] = t.source;
+    e["target"] = t.target;
+    e["action"] = ActionName(t.action);
+    e["reason"] = t.reason;
+    e["bytes"] = t.bytes;
+    if (t.rel_mse >= 0) e["rel_mse"] = t.rel_mse;
+    if (t.lora) {
+      e["lora"] = {{"layer", t.lora->layer},         {"rank", t.lora->rank},
+                   {"update_rel", t.lora->update_rel}, {"survived", t.lora->survived},
+                   {"aligned", t.lora->aligned},       {"noise", t.lora->noise}};
+    }
+    tensors.push_back(e);
+  }
+  j["tensors"] = tensors;
+  return j;
+}
+
+}  // namespace cact

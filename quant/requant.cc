@@ -1,0 +1,73 @@
+#include "quant/requant.h"
+
+#include "absl/strings/str_format.h"
+#include "lib/status.h"
+#include "quant/tensor_values.h"
+
+namespace cact {
+
+absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildReport* report,
+                                         const TensorCallback& on_tensor) {
+  const CactFile& in = *req.input;
+  CactContents out;
+  out.geometry = in.geometry();
+  if (req.kv_window) out.geometry.kv_window = req.kv_window;
+  // The stored codebook is kept verbatim so copied records keep their meaning, and new
+  // codes are chosen against exactly the values a reader will use (CodebookFor).
+  out.codebook.assign(in.codebook().begin(), in.codebook().end());
+  report->scheme = req.scheme.ToString();
+  report->scheme_source = "--scheme";
+  report->group = in.codebook_group();
+  report->geometry_source = in.path();
+  report->tokenizer_source = in.path() + " (bytes copied)";
+  report->dry_run = req.dry_run;
+
+  const auto& tensors = in.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorEntry& t = tensors[i];
+    TensorOutcome o;
+    o.name = t.name;
+    o.shape = t.shape();
+    o.source = TypeName(t.record);
+    TensorBlob blob;
+    blob.name = t.name;
+    blob.record = t.record;
+    const bool matrix = t.kind == TensorKind::kMatrix;
+    const uint32_t bits = matrix ? req.scheme.BitsFor(t.name) : 0;
+    if (!matrix || (t.is_cq() && t.record.bits == bits)) {
+      std::span<const uint8_t> b = in.blob(t);
+      blob.bytes.assign(b.begin(), b.end());
+      o.target = o.source;
+      o.action = TensorAction::kCopied;
+      o.reason = matrix ? "width unchanged" : "not a CQ matrix";
+    } else {
+      // A new width: requantize what the file holds (its dequantized values).
+      const uint32_t group = t.is_cq() ? t.record.group : (report->group ? report->group : 128);
+      const CqShape shape{uint32_t(t.rows()), uint32_t(t.cols()), group, bits};
+      blob.record.dtype = DType::kCQ;
+      blob.record.group = group;
+      blob.record.bits = bits;
+      blob.record.nbytes = shape.blob_bytes();
+      o.target = TypeName(blob.record);
+      o.action = TensorAction::kRequantized;
+      o.reason = absl::StrFormat("%s -> %s from the dequantized values", o.source, o.target);
+      if (!req.dry_run) {
+        CACT_ASSIGN_OR_RETURN(std::vector<float> values, TensorValues(in, t));
+        const std::vector<float> cb = in.CodebookFor(bits, group);
+        CqMatrix m = QuantizeMatrix(values.data(), shape, cb, req.rotation);
+        o.rel_mse = m.rel_mse();
+        blob.bytes = PackBlob(m);
+      }
+    }
+    o.bytes = blob.record.nbytes;
+    report->tensors.push_back(o);
+    out.tensors.push_back(std::move(blob));
+    if (on_tensor) on_tensor(i + 1, tensors.size(), report->tensors.back());
+  }
+  if (report->Count(TensorAction::kRequantized))
+    report->notes.push_back("requantized tensors start from dequantized values, not the original float weights: "
+                            "their error adds to the first quantization's");
+  return out;
+}
+
+}  // namespace cact

@@ -1,0 +1,85 @@
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "formats/sentencepiece_model.h"
+#include "quant/build.h"
+#include "tools/cact-quant/commands.h"
+
+namespace cact::quant_tool {
+namespace {
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::InvalidArgumentError(path + ": cannot open");
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int RunBuild(const Options& o) {
+  Reporter rep(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  PhaseTimer timer;
+  // Everything the user typed is checked before any work.
+  BuildRequest req;
+  if (!o.scheme.empty()) {
+    absl::StatusOr<Scheme> s = ParseScheme(o.scheme);
+    if (!s.ok()) return rep.Fail(s.status());
+    req.scheme = *s;
+  }
+  if (o.group_given) {
+    if (!IsPowerOfTwoGroup(o.group))
+      return rep.Fail(absl::InvalidArgumentError("--group " + std::to_string(o.group) +
+                                                 " is not a power of two in [8, 65536]"));
+    req.group = o.group;
+  }
+  if (o.exact && o.force_requantize)
+    return rep.Fail(absl::InvalidArgumentError("--exact and --force-requantize contradict each other"));
+  if ((o.exact || o.force_requantize || o.keep_tolerance >= 0) && o.base.empty())
+    return rep.Fail(absl::InvalidArgumentError("--exact, --force-requantize and --keep-tolerance need --base"));
+  req.keep = o.exact ? KeepPolicy::kExact : o.force_requantize ? KeepPolicy::kNever : KeepPolicy::kTolerance;
+  if (o.keep_tolerance >= 0) req.keep_tolerance = o.keep_tolerance;
+  req.kv_window = o.kv_window;
+  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
+  req.dry_run = o.dry_run;
+
+  absl::StatusOr<Safetensors> weights = ReadSafetensors(o.weights);
+  if (!weights.ok()) return rep.Fail(weights.status());
+  req.weights = &*weights;
+  req.weights_path = o.weights;
+  std::optional<CactFile> base;
+  if (!o.base.empty()) {
+    absl::StatusOr<CactFile> f = CactFile::Open(o.base);
+    if (!f.ok()) return rep.Fail(f.status());
+    base.emplace(std::move(*f));
+    req.base = &*base;
+  }
+  if (!o.tokenizer.empty()) {
+    absl::StatusOr<TokenizerBlob> t = ReadSentencePieceModel(o.tokenizer);
+    if (!t.ok()) return rep.Fail(t.status());
+    req.tokenizer = std::move(*t);
+    req.tokenizer_source = o.tokenizer;
+  }
+  if (!o.config.empty()) {
+    absl::StatusOr<std::string> c = ReadText(o.config);
+    if (!c.ok()) return rep.Fail(c.status());
+    req.config_json = *c;
+  }
+
+  RebuildReport report;
+  report.command = "build";
+  report.read_seconds = timer.Lap();
+  absl::StatusOr<CactContents> contents =
+      BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  if (!contents.ok()) return rep.Fail(contents.status());
+  report.work_seconds = timer.Lap();
+  if (absl::Status st = FinishRebuild(*contents, o.output, o.zstd_level, &report); !st.ok()) return rep.Fail(st, 1);
+  report.write_seconds = timer.Lap();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep.Finish(report);
+}
+
+}  // namespace cact::quant_tool

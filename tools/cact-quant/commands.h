@@ -1,0 +1,65 @@
+// cact-quant subcommands. Argument parsing and printing only: every decision lives in
+// quant/ (build.h, requant.h, lora.h, codebook.h, synthetic.h).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "quant/rebuild_report.h"
+
+namespace cact::quant_tool {
+
+struct Options {
+  // common
+  bool json = false, quiet = false, dry_run = false;
+  std::string output;
+  int zstd_level = 19;
+  bool exporter_rotation = false;
+  uint32_t kv_window = 0;
+  // codebook
+  std::string bits = "2";
+  uint32_t group = 128;
+  bool group_given = false;
+  // build
+  std::string weights, scheme, tokenizer, base, config;
+  bool exact = false, force_requantize = false;
+  double keep_tolerance = -1;
+  // requant / lora
+  std::string input, adapter, adapter_config;
+  std::optional<double> scale;
+  // synth
+  std::string preset = "needle2", weights_out;
+  uint64_t seed = 1;
+};
+
+int RunCodebook(const Options& o);
+int RunBuild(const Options& o);
+int RunRequant(const Options& o);
+int RunLora(const Options& o);
+int RunSynth(const Options& o);
+
+// Seconds since the previous call (phase timing for the report).
+class PhaseTimer {
+ public:
+  double Lap();
+
+ private:
+  double last_ = Now();
+  static double Now();
+};
+
+// Shared output: progress line per tensor (stderr, unless --json/--quiet), the summary or
+// JSON on stdout, and errors as one line on stderr with the exit status.
+class Reporter {
+ public:
+  explicit Reporter(const Options& o) : o_(o) {}
+  void Tensor(size_t index, size_t total, const TensorOutcome& t) const;
+  int Finish(const RebuildReport& r) const;
+  int Fail(const absl::Status& st, int code = 2) const;
+
+ private:
+  const Options& o_;
+};
+
+}  // namespace cact::quant_tool

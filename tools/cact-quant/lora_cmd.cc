@@ -1,0 +1,46 @@
+#include <chrono>
+#include <fstream>
+#include <sstream>
+
+#include "quant/lora.h"
+#include "tools/cact-quant/commands.h"
+
+namespace cact::quant_tool {
+
+int RunLora(const Options& o) {
+  Reporter rep(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  PhaseTimer timer;
+  absl::StatusOr<CactFile> base = CactFile::Open(o.input);
+  if (!base.ok()) return rep.Fail(base.status());
+  absl::StatusOr<Safetensors> st = ReadSafetensors(o.adapter);
+  if (!st.ok()) return rep.Fail(st.status());
+  std::string config;
+  if (!o.adapter_config.empty()) {
+    std::ifstream f(o.adapter_config, std::ios::binary);
+    if (!f) return rep.Fail(absl::InvalidArgumentError(o.adapter_config + ": cannot open"));
+    std::stringstream s;
+    s << f.rdbuf();
+    config = s.str();
+  }
+  absl::StatusOr<LoraAdapter> adapter = ParseLoraAdapter(*st, o.adapter, config, o.scale, base->geometry());
+  if (!adapter.ok()) return rep.Fail(adapter.status());
+  LoraRequest req;
+  req.base = &*base;
+  req.adapter = &*adapter;
+  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
+  req.dry_run = o.dry_run;
+  RebuildReport report;
+  report.command = "lora";
+  report.read_seconds = timer.Lap();
+  absl::StatusOr<CactContents> contents =
+      MergeLora(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  if (!contents.ok()) return rep.Fail(contents.status());
+  report.work_seconds = timer.Lap();
+  if (absl::Status s = FinishRebuild(*contents, o.output, o.zstd_level, &report); !s.ok()) return rep.Fail(s, 1);
+  report.write_seconds = timer.Lap();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep.Finish(report);
+}
+
+}  // namespace cact::quant_tool

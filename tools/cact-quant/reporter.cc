@@ -1,0 +1,39 @@
+#include <chrono>
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "tools/cact-quant/commands.h"
+
+namespace cact::quant_tool {
+
+double PhaseTimer::Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double PhaseTimer::Lap() {
+  const double now = Now(), d = now - last_;
+  last_ = now;
+  return d;
+}
+
+void Reporter::Tensor(size_t index, size_t total, const TensorOutcome& t) const {
+  if (o_.json || o_.quiet) return;
+  const int width = int(std::to_string(total).size());
+  std::fprintf(stderr, "[%*zu/%zu] %s\n", width, index, total, ProgressLine(t).c_str());
+}
+
+int Reporter::Finish(const RebuildReport& r) const {
+  if (o_.json) {
+    std::printf("%s\n", ReportJson(r).dump(1).c_str());
+  } else {
+    std::printf("%s", SummaryText(r).c_str());
+  }
+  return 0;
+}
+
+int Reporter::Fail(const absl::Status& st, int code) const {
+  std::fprintf(stderr, "cact-quant: %s\n", std::string(st.message()).c_str());
+  return code;
+}
+
+}  // namespace cact::quant_tool

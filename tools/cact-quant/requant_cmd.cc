@@ -1,0 +1,35 @@
+#include <chrono>
+
+#include "quant/requant.h"
+#include "tools/cact-quant/commands.h"
+
+namespace cact::quant_tool {
+
+int RunRequant(const Options& o) {
+  Reporter rep(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  PhaseTimer timer;
+  absl::StatusOr<Scheme> scheme = ParseScheme(o.scheme);
+  if (!scheme.ok()) return rep.Fail(scheme.status());
+  absl::StatusOr<CactFile> in = CactFile::Open(o.input);
+  if (!in.ok()) return rep.Fail(in.status());
+  RequantRequest req;
+  req.input = &*in;
+  req.scheme = *scheme;
+  req.kv_window = o.kv_window;
+  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
+  req.dry_run = o.dry_run;
+  RebuildReport report;
+  report.command = "requant";
+  report.read_seconds = timer.Lap();
+  absl::StatusOr<CactContents> contents =
+      RequantCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  if (!contents.ok()) return rep.Fail(contents.status());
+  report.work_seconds = timer.Lap();
+  if (absl::Status st = FinishRebuild(*contents, o.output, o.zstd_level, &report); !st.ok()) return rep.Fail(st, 1);
+  report.write_seconds = timer.Lap();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep.Finish(report);
+}
+
+}  // namespace cact::quant_tool

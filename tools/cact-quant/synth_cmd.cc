@@ -1,0 +1,50 @@
+#include <chrono>
+
+#include "absl/strings/str_join.h"
+#include "lib/status.h"
+#include "quant/build.h"
+#include "quant/synthetic.h"
+#include "tools/cact-quant/commands.h"
+
+namespace cact::quant_tool {
+
+int RunSynth(const Options& o) {
+  Reporter rep(o);
+  const auto t0 = std::chrono::steady_clock::now();
+  PhaseTimer timer;
+  absl::StatusOr<SyntheticPreset> preset = FindSyntheticPreset(o.preset);
+  if (!preset.ok()) return rep.Fail(preset.status());
+  BuildRequest req;
+  if (!o.scheme.empty()) {
+    absl::StatusOr<Scheme> s = ParseScheme(o.scheme);
+    if (!s.ok()) return rep.Fail(s.status());
+    req.scheme = *s;
+  }
+  absl::StatusOr<TokenizerBlob> tokenizer = SyntheticTokenizer(*preset);
+  if (!tokenizer.ok()) return rep.Fail(tokenizer.status());
+  const Safetensors weights = GenerateSyntheticWeights(*preset, o.seed);
+  if (!o.weights_out.empty() && !o.dry_run) {
+    if (absl::Status st = WriteSafetensors(o.weights_out, weights); !st.ok()) return rep.Fail(st, 1);
+  }
+  req.weights = &weights;
+  req.weights_path = "synthetic " + o.preset + " (seed " + std::to_string(o.seed) + ")";
+  req.tokenizer = std::move(*tokenizer);
+  req.tokenizer_source = o.preset + " tokenizer (built in)";
+  req.kv_window = o.kv_window;
+  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
+  req.dry_run = o.dry_run;
+  RebuildReport report;
+  report.command = "synth";
+  report.read_seconds = timer.Lap();
+  absl::StatusOr<CactContents> contents =
+      BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  if (!contents.ok()) return rep.Fail(contents.status());
+  report.work_seconds = timer.Lap();
+  if (absl::Status st = FinishRebuild(*contents, o.output, o.zstd_level, &report); !st.ok()) return rep.Fail(st, 1);
+  report.write_seconds = timer.Lap();
+  if (!o.weights_out.empty()) report.notes.push_back("float weights written to " + o.weights_out);
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep.Finish(report);
+}
+
+}  // namespace cact::quant_tool
