@@ -1,0 +1,104 @@
+"""Seed corpora for the fuzz targets, from the fixtures and make_fuzz_seeds' small models.
+Run by build_fuzzers.sh with CACT_BUILD (build dir) and CACT_ROOT (repository) set."""
+import json
+import os
+import shutil
+import struct
+
+build = os.environ["CACT_BUILD"]
+root = os.environ["CACT_ROOT"]
+fixtures = os.path.join(root, "..", "shared", "fixtures")
+corpus = os.path.join(build, "corpus")
+shutil.rmtree(corpus, ignore_errors=True)
+
+
+def put(target, name, data):
+    d = os.path.join(corpus, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def tokenizer_blob(model):
+    """The RAW tokenizer record (the last directory entry) of a .cact file."""
+    n = struct.unpack_from("<I", model, 4)[0]
+    cb = struct.unpack_from("<I", model, 8)[0]
+    rec = 120 + 4 * cb + 44 * (n - 1)
+    offset, nbytes = struct.unpack_from("<QQ", model, rec + 20)
+    return model[offset:offset + nbytes]
+
+
+def safetensors(entries, meta=None):
+    header, blob = {}, b""
+    for name, dtype, shape, data in entries:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(blob), len(blob) + len(data)]}
+        blob += data
+    if meta:
+        header["__metadata__"] = meta
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + blob
+
+
+def small_weights(st):
+    """The fixture's metadata and its small tensors (<= 2 KB each), re-packed: a realistic
+    header without megabytes of data to mutate."""
+    n = struct.unpack_from("<Q", st, 0)[0]
+    header = json.loads(st[8:8 + n])
+    entries = []
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        if end - b <= 2048:
+            entries.append((name, e["dtype"], e["shape"], st[8 + n + b:8 + n + end]))
+    return safetensors(entries, header.get("__metadata__"))
+
+
+micro = sorted(f for f in os.listdir(build) if f.startswith("micro_"))
+for f in micro:
+    data = read(os.path.join(build, f))
+    if f.endswith(".cact"):
+        put("fuzz_cact_file", f, data)
+        put("fuzz_file_bytes", f, data)
+        put("fuzz_tokenizer_blob", f + ".tok", tokenizer_blob(data))
+    elif f.endswith(".zst"):
+        put("fuzz_file_bytes", f, data)
+    elif f.endswith(".bin"):
+        put("fuzz_tokenizer_blob", f, data)
+
+for kase in ("tiny", "odd"):
+    model = read(os.path.join(fixtures, kase, "model.cact"))
+    # The 200 KB fixtures are swept deterministically by tests/reliability; as fuzz seeds
+    # they would slow every execution down 20x, so the .cact fuzzers start from the small
+    # models (same record kinds, widths, groups, heads).
+    put("fuzz_tokenizer_blob", kase + ".tok", tokenizer_blob(model))
+    put("fuzz_safetensors", kase + "_small.safetensors",
+        small_weights(read(os.path.join(fixtures, kase, "weights.safetensors"))))
+    cases = json.load(open(os.path.join(fixtures, kase, "tokenizer_cases.json")))
+    items = cases if isinstance(cases, list) else cases.get("cases", [])
+    for i, c in enumerate(items):
+        text = c["text"] if isinstance(c, dict) else str(c)
+        put("fuzz_tokenizer_encode", "%s_%02d" % (kase, i),
+            bytes([0 if kase == "tiny" else 1]) + text.encode("utf-8"))
+
+
+put("fuzz_safetensors", "small_f32", safetensors(
+    [("a", "F32", [2, 2], struct.pack("<4f", 1, -2, 3.5, 0)), ("b", "F32", [], struct.pack("<f", 7))],
+    {"config": "{}", "seed": "0"}))
+put("fuzz_safetensors", "small_f16_bf16", safetensors(
+    [("h", "F16", [3], struct.pack("<3H", 0x3C00, 0x7C00, 0x0001)),
+     ("g", "BF16", [1, 2], struct.pack("<2H", 0x3F80, 0xFF80)), ("z", "F32", [0, 4], b"")]))
+
+for i, s in enumerate(["embedding=4,mhc=4,default=2", "default=2", "embedding=4,mhc=3,default=2",
+                       "attn.q_proj=4, engram=1.58 ,default=3,", "engram1.tables=2,attn=3,default=1.58",
+                       "a=2,,default=4", "layer03.q_proj=4,default=2", "mhc=5,default=2", "default=2,default=3"]):
+    put("fuzz_scheme", "scheme_%02d" % i, s.encode())
+
+for t in sorted(os.listdir(corpus)):
+    print("%-24s %d seeds" % (t, len(os.listdir(os.path.join(corpus, t)))))
