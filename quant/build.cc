@@ -191,6 +191,16 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
     TensorBlob& blob = blobs[i];
     blob.name = spec.name;
     const TensorEntry* base_entry = base ? base->Find(spec.name) : nullptr;
+    // Compares the input values with the base's; on a match the base bytes are taken over.
+    auto try_keep = [&](std::span<const float> values, std::span<const float> base_values) {
+      KeepDecision d = DecideKeep(values, base_values, req.keep, req.keep_tolerance);
+      o.reason = d.reason;
+      if (!d.keep) return false;
+      std::span<const uint8_t> b = base->blob(*base_entry);
+      blob.bytes.assign(b.begin(), b.end());
+      o.action = TensorAction::kKept;
+      return true;
+    };
 
     if (spec.kind == TensorKind::kTokenizer) {
       o.source = o.target = "RAW";
@@ -217,14 +227,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
             std::vector<float> base_values(w.data.size());
             const std::vector<float> base_cb = base->CodebookFor(bits, widths.group);
             DequantizeBlob(base->blob(*base_entry), shape, base_cb, base_values.data());
-            KeepDecision d = DecideKeep(w.data, base_values, req.keep, req.keep_tolerance);
-            o.reason = d.reason;
-            if (d.keep) {
-              std::span<const uint8_t> b = base->blob(*base_entry);
-              blob.bytes.assign(b.begin(), b.end());
-              o.action = TensorAction::kKept;
-              kept = true;
-            }
+            kept = try_keep(w.data, base_values);
           }
         } else if (base_entry) {
           o.reason = "--force-requantize";
@@ -244,14 +247,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
         bool kept = false;
         if (base_entry && req.keep != KeepPolicy::kNever && base_entry->record.dtype == DType::kFP16) {
           CACT_ASSIGN_OR_RETURN(std::vector<float> base_values, TensorValues(*base, *base_entry));
-          KeepDecision d = DecideKeep(w.data, base_values, req.keep, req.keep_tolerance);
-          o.reason = d.reason;
-          if (d.keep) {
-            std::span<const uint8_t> b = base->blob(*base_entry);
-            blob.bytes.assign(b.begin(), b.end());
-            o.action = TensorAction::kKept;
-            kept = true;
-          }
+          kept = try_keep(w.data, base_values);
         }
         if (!kept) {
           o.action = TensorAction::kEncoded;

@@ -255,7 +255,7 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         DequantizeBlob(PackBlob(QuantizeMatrix(w.data(), shape, cb, req.rotation)), shape, cb, q0.data());
         double w2 = 0, d2 = 0, e2 = 0, dot = 0, n2 = 0;
         for (size_t k = 0; k < w.size(); ++k) {
-          const double e = double(q[k]) - w[k], n = double(q0[k]) - w[k];
+          const double e = double(q[k]) - q0[k], n = double(q0[k]) - w[k];
           w2 += double(w[k]) * w[k];
           d2 += double(dw[k]) * dw[k];
           e2 += e * e;

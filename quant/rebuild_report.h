@@ -22,13 +22,15 @@ enum class TensorAction : uint8_t {
 const char* ActionName(TensorAction a);  // "quantized", "kept", "fp16", "copied", "requantized"
 
 // LoRA figures of one merged tensor. W = base dequantized, dW = scale * B @ A,
-// Q(.) = dequantized result of quantizing at the base width.
+// Q(.) = quantize at the base width, then dequantize. Q(W) != W (quantization is not
+// idempotent), so the update is measured against Q(W): what the merge changed beyond what
+// requantizing the untouched weights would have changed anyway.
 struct LoraFigures {
   uint32_t layer = 0, rank = 0;
   double update_rel = 0;  // ||dW|| / ||W||
-  double survived = 0;    // ||Q(W + dW) - W|| / ||dW||  (the figure)
-  double aligned = 0;     // <Q(W + dW) - W, dW> / ||dW||^2: share of dW kept along its direction
-  double noise = 0;       // ||Q(W) - W|| / ||dW||: what requantizing W alone moves (floor)
+  double survived = 0;    // ||Q(W + dW) - Q(W)|| / ||dW||: ~0 when the update vanished
+  double aligned = 0;     // <Q(W + dW) - Q(W), dW> / ||dW||^2: share of dW kept along its direction
+  double noise = 0;       // ||Q(W) - W|| / ||dW||: requantization noise against the update size
 };
 
 struct TensorOutcome {

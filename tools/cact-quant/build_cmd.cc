@@ -1,4 +1,3 @@
-#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -21,7 +20,6 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
 
 int RunBuild(const Options& o) {
   Reporter rep(o);
-  const auto t0 = std::chrono::steady_clock::now();
   PhaseTimer timer;
   // Everything the user typed is checked before any work.
   BuildRequest req;
@@ -74,12 +72,7 @@ int RunBuild(const Options& o) {
   report.read_seconds = timer.Lap();
   absl::StatusOr<CactContents> contents =
       BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
-  if (!contents.ok()) return rep.Fail(contents.status());
-  report.work_seconds = timer.Lap();
-  if (absl::Status st = FinishRebuild(*contents, o.output, o.zstd_level, &report); !st.ok()) return rep.Fail(st, 1);
-  report.write_seconds = timer.Lap();
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rep.Finish(report);
+  return rep.Complete(contents, &report, &timer);
 }
 
 }  // namespace cact::quant_tool

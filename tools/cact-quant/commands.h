@@ -6,6 +6,8 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "formats/cact/writer.h"
 #include "quant/rebuild_report.h"
 
 namespace cact::quant_tool {
@@ -43,10 +45,11 @@ int RunSynth(const Options& o);
 class PhaseTimer {
  public:
   double Lap();
+  double Total() const { return Now() - start_; }
 
  private:
-  double last_ = Now();
   static double Now();
+  double start_ = Now(), last_ = start_;
 };
 
 // Shared output: progress line per tensor (stderr, unless --json/--quiet), the summary or
@@ -56,6 +59,8 @@ class Reporter {
   explicit Reporter(const Options& o) : o_(o) {}
   void Tensor(size_t index, size_t total, const TensorOutcome& t) const;
   int Finish(const RebuildReport& r) const;
+  // The common tail: time the work, write the output (or only size it for --dry-run), print.
+  int Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report, PhaseTimer* timer) const;
   int Fail(const absl::Status& st, int code = 2) const;
 
  private:

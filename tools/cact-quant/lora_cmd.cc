@@ -1,4 +1,3 @@
-#include <chrono>
 #include <fstream>
 #include <sstream>
 
@@ -9,7 +8,6 @@ namespace cact::quant_tool {
 
 int RunLora(const Options& o) {
   Reporter rep(o);
-  const auto t0 = std::chrono::steady_clock::now();
   PhaseTimer timer;
   absl::StatusOr<CactFile> base = CactFile::Open(o.input);
   if (!base.ok()) return rep.Fail(base.status());
@@ -35,12 +33,7 @@ int RunLora(const Options& o) {
   report.read_seconds = timer.Lap();
   absl::StatusOr<CactContents> contents =
       MergeLora(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
-  if (!contents.ok()) return rep.Fail(contents.status());
-  report.work_seconds = timer.Lap();
-  if (absl::Status s = FinishRebuild(*contents, o.output, o.zstd_level, &report); !s.ok()) return rep.Fail(s, 1);
-  report.write_seconds = timer.Lap();
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rep.Finish(report);
+  return rep.Complete(contents, &report, &timer);
 }
 
 }  // namespace cact::quant_tool

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "quant/build.h"
 #include "tools/cact-quant/commands.h"
 
 namespace cact::quant_tool {
@@ -29,6 +30,16 @@ int Reporter::Finish(const RebuildReport& r) const {
     std::printf("%s", SummaryText(r).c_str());
   }
   return 0;
+}
+
+int Reporter::Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report,
+                       PhaseTimer* timer) const {
+  if (!contents.ok()) return Fail(contents.status());
+  report->work_seconds = timer->Lap();
+  if (absl::Status st = FinishRebuild(*contents, o_.output, o_.zstd_level, report); !st.ok()) return Fail(st, 1);
+  report->write_seconds = timer->Lap();
+  report->seconds = timer->Total();
+  return Finish(*report);
 }
 
 int Reporter::Fail(const absl::Status& st, int code) const {

@@ -1,4 +1,3 @@
-#include <chrono>
 
 #include "quant/requant.h"
 #include "tools/cact-quant/commands.h"
@@ -7,7 +6,6 @@ namespace cact::quant_tool {
 
 int RunRequant(const Options& o) {
   Reporter rep(o);
-  const auto t0 = std::chrono::steady_clock::now();
   PhaseTimer timer;
   absl::StatusOr<Scheme> scheme = ParseScheme(o.scheme);
   if (!scheme.ok()) return rep.Fail(scheme.status());
@@ -24,12 +22,7 @@ int RunRequant(const Options& o) {
   report.read_seconds = timer.Lap();
   absl::StatusOr<CactContents> contents =
       RequantCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
-  if (!contents.ok()) return rep.Fail(contents.status());
-  report.work_seconds = timer.Lap();
-  if (absl::Status st = FinishRebuild(*contents, o.output, o.zstd_level, &report); !st.ok()) return rep.Fail(st, 1);
-  report.write_seconds = timer.Lap();
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rep.Finish(report);
+  return rep.Complete(contents, &report, &timer);
 }
 
 }  // namespace cact::quant_tool

@@ -1,4 +1,3 @@
-#include <chrono>
 
 #include "absl/strings/str_join.h"
 #include "lib/status.h"
@@ -10,7 +9,6 @@ namespace cact::quant_tool {
 
 int RunSynth(const Options& o) {
   Reporter rep(o);
-  const auto t0 = std::chrono::steady_clock::now();
   PhaseTimer timer;
   absl::StatusOr<SyntheticPreset> preset = FindSyntheticPreset(o.preset);
   if (!preset.ok()) return rep.Fail(preset.status());
@@ -38,13 +36,8 @@ int RunSynth(const Options& o) {
   report.read_seconds = timer.Lap();
   absl::StatusOr<CactContents> contents =
       BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
-  if (!contents.ok()) return rep.Fail(contents.status());
-  report.work_seconds = timer.Lap();
-  if (absl::Status st = FinishRebuild(*contents, o.output, o.zstd_level, &report); !st.ok()) return rep.Fail(st, 1);
-  report.write_seconds = timer.Lap();
   if (!o.weights_out.empty()) report.notes.push_back("float weights written to " + o.weights_out);
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return rep.Finish(report);
+  return rep.Complete(contents, &report, &timer);
 }
 
 }  // namespace cact::quant_tool
