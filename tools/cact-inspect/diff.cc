@@ -52,8 +52,10 @@ int RunDiff(const Options& o) {
       nlohmann::ordered_json e{{"name", t.name}, {"status", StatusName(t.status)},
                                {"a_type", t.a_type}, {"b_type", t.b_type}};
       if (t.status == TensorDiff::Status::kChanged) {
-        e["code_agreement"] = t.code_agreement;
-        e["norm_agreement"] = t.norm_agreement;
+        if (t.a_type.rfind("CQ", 0) == 0 && t.a_type == t.b_type) {
+          e["code_agreement"] = t.code_agreement;
+          e["norm_agreement"] = t.norm_agreement;
+        }
         if (t.comparable) {
           e["max_abs_diff"] = t.max_abs_diff;
           e["max_abs_a"] = t.max_abs_a;
@@ -78,8 +80,9 @@ int RunDiff(const Options& o) {
     if (x.status == TensorDiff::Status::kIdentical && !o.all) continue;
     std::string codes, norms, diff, rel;
     if (x.status == TensorDiff::Status::kChanged) {
-      bool cq = x.a_type.rfind("CQ", 0) == 0 || x.b_type.rfind("CQ", 0) == 0;
-      if (cq) {
+      // Code and norm agreement only mean something between records of the same width.
+      bool same_cq = x.a_type.rfind("CQ", 0) == 0 && x.a_type == x.b_type;
+      if (same_cq) {
         codes = absl::StrFormat("%.4f%%", 100 * x.code_agreement);
         norms = absl::StrFormat("%.4f%%", 100 * x.norm_agreement);
       }
