@@ -31,11 +31,20 @@ inline __m256 InRegisterFwht8(__m256 v) {
   return v;
 }
 
+inline int32_t HorizontalSum(__m256i v) {
+  alignas(32) int32_t l[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(l), v);
+  int32_t s = 0;
+  for (int32_t x : l) s += x;
+  return s;
+}
+
 void PrepareAvx2(const float* x, ActivationBatch* a, uint32_t t) {
   const uint32_t n = a->group(), in = a->in(), nv = n / 8;
-  int8_t* q = a->mutable_natural(t);
+  const bool two = a->two_level();
+  int8_t* q1 = a->mutable_natural(t, 0);
+  int8_t* q2 = a->mutable_natural(t, 1);
   float* scale = a->mutable_scale(t);
-  int32_t* sum = a->mutable_sum(t);
   const float factor = ActScaleFactor(n);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 fmax = _mm256_set1_ps(FLT_MAX);
@@ -73,35 +82,48 @@ void PrepareAvx2(const float* x, ActivationBatch* a, uint32_t t) {
     float amax = 0.f;
     for (float l : lanes) amax = l > amax ? l : amax;
     if (bad || amax == 0.f) {
-      std::memset(q + base, 0, n);
+      std::memset(q1 + base, 0, n);
+      if (two) std::memset(q2 + base, 0, n);
       scale[g] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
-      sum[g] = 0;
+      a->mutable_sum(t, 0)[g] = 0;
+      if (two) a->mutable_sum(t, 1)[g] = 0;
       continue;
     }
     const __m256 inv = _mm256_set1_ps(127.f / amax);
+    const __m256 k128 = _mm256_set1_ps(128.f);
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    __m256i s = _mm256_setzero_si256();
+    __m256i s1 = _mm256_setzero_si256(), s2 = _mm256_setzero_si256();
     for (uint32_t i = 0; i < nv; i += 4) {
-      __m256i r[4];
+      __m256i r[4], r2[4];
       for (int j = 0; j < 4; ++j) {
-        r[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i + j], inv));  // nearest even (MXCSR)
-        r[j] = _mm256_min_epi32(_mm256_max_epi32(r[j], lo), hi);
-        s = _mm256_add_epi32(s, r[j]);
+        const __m256 p = _mm256_mul_ps(v[i + j], inv);
+        r[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(p), lo), hi);  // nearest even
+        s1 = _mm256_add_epi32(s1, r[j]);
+        if (two) {
+          const __m256 res = _mm256_mul_ps(_mm256_sub_ps(p, _mm256_cvtepi32_ps(r[j])), k128);
+          r2[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(res), lo), hi);
+          s2 = _mm256_add_epi32(s2, r2[j]);
+        }
       }
       __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + base + 8 * i),
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q1 + base + 8 * i),
                           _mm256_permutevar8x32_epi32(b, order));
+      if (two) {
+        __m256i b2 = _mm256_packs_epi16(_mm256_packs_epi32(r2[0], r2[1]), _mm256_packs_epi32(r2[2], r2[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q2 + base + 8 * i),
+                            _mm256_permutevar8x32_epi32(b2, order));
+      }
     }
-    alignas(32) int32_t sl[8];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sl), s);
-    int32_t total = 0;
-    for (int32_t l : sl) total += l;
     scale[g] = amax * factor;
-    sum[g] = total;
+    a->mutable_sum(t, 0)[g] = HorizontalSum(s1);
+    if (two) a->mutable_sum(t, 1)[g] = HorizontalSum(s2);
   }
-  for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
-  BuildPermutedLayoutsScalar(a, t);
+  for (int level = 0; level < (two ? 2 : 1); ++level) {
+    int8_t* q = a->mutable_natural(t, level);
+    for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
+    BuildPermutedLayoutsScalar(a, t, level);
+  }
 }
 
 // ------------------------------------------------------------------ code expansion
@@ -120,44 +142,44 @@ struct Codes256;
 template <>
 struct Codes256<2> {
   static constexpr uint32_t kChunkCodes = 128, kChunkBytes = 32, kSub = 4, kUnitCodes = 16;
-  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s) {
-    return a.perm2(t) + 256 * (c / 2) + 64 * s + 32 * (c % 2);
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
+    return a.perm2(t, l) + 256 * (c / 2) + 64 * s + 32 * (c % 2);
   }
   static inline __m256i Load(const uint8_t* p, uint32_t bytes) { return LoadChunk8(p, bytes); }
-  static inline void Expand(__m256i p, __m256i lut, __m256i* w) {
+  static inline void Indices(__m256i p, __m256i* idx) {
     const __m256i m3 = _mm256_set1_epi8(3);
-    w[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(p, m3));
-    w[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 2), m3));
-    w[2] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 4), m3));
-    w[3] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 6), m3));
+    idx[0] = _mm256_and_si256(p, m3);
+    idx[1] = _mm256_and_si256(_mm256_srli_epi16(p, 2), m3);
+    idx[2] = _mm256_and_si256(_mm256_srli_epi16(p, 4), m3);
+    idx[3] = _mm256_and_si256(_mm256_srli_epi16(p, 6), m3);
   }
 };
 
 template <>
 struct Codes256<4> {
   static constexpr uint32_t kChunkCodes = 64, kChunkBytes = 32, kSub = 2, kUnitCodes = 8;
-  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s) {
-    return a.perm4(t) + 128 * (c / 2) + 64 * s + 32 * (c % 2);
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
+    return a.perm4(t, l) + 128 * (c / 2) + 64 * s + 32 * (c % 2);
   }
   static inline __m256i Load(const uint8_t* p, uint32_t bytes) { return LoadChunk8(p, bytes); }
-  static inline void Expand(__m256i p, __m256i lut, __m256i* w) {
+  static inline void Indices(__m256i p, __m256i* idx) {
     const __m256i m15 = _mm256_set1_epi8(15);
-    w[0] = _mm256_shuffle_epi8(lut, _mm256_and_si256(p, m15));
-    w[1] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(p, 4), m15));
+    idx[0] = _mm256_and_si256(p, m15);
+    idx[1] = _mm256_and_si256(_mm256_srli_epi16(p, 4), m15);
   }
 };
 
 template <>
 struct Codes256<3> {  // 12 packed bytes -> 32 codes in natural order
   static constexpr uint32_t kChunkCodes = 32, kChunkBytes = 12, kSub = 1, kUnitCodes = 4;
-  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t) {
-    return a.natural(t) + 32 * c;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t, int l) {
+    return a.natural(t, l) + 32 * c;
   }
   static inline __m256i Load(const uint8_t* p, uint32_t) {
     __m128i v = _mm_maskload_epi32(reinterpret_cast<const int*>(p), _mm_setr_epi32(-1, -1, -1, 0));
     return _mm256_broadcastsi128_si256(v);
   }
-  static inline void Expand(__m256i p, __m256i lut, __m256i* w) {
+  static inline void Indices(__m256i p, __m256i* idx) {
     // Lane L handles packed bytes 6L..6L+5. Word i = bytes floor(3i/8) and the next, then
     // shifted right by 3i mod 8 (a multiply by 2^(8 - shift) and a shift right by 8).
     const __m256i ca = _mm256_add_epi8(
@@ -167,16 +189,15 @@ struct Codes256<3> {  // 12 packed bytes -> 32 codes in natural order
     const __m256i mul = _mm256_broadcastsi128_si256(_mm_setr_epi16(256, 32, 4, 128, 16, 2, 64, 8));
     __m256i lo = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(p, ca), mul), 8);
     __m256i hi = _mm256_srli_epi16(_mm256_mullo_epi16(_mm256_shuffle_epi8(p, cb), mul), 8);
-    __m256i codes = _mm256_and_si256(_mm256_packus_epi16(lo, hi), _mm256_set1_epi8(7));
-    w[0] = _mm256_shuffle_epi8(lut, codes);
+    idx[0] = _mm256_and_si256(_mm256_packus_epi16(lo, hi), _mm256_set1_epi8(7));
   }
 };
 
-// The byte table: codebook + 128 (unsigned, for vpdpbusd) or the signed codebook (sign trick).
+// The byte table: values + 128 (unsigned, for vpdpbusd) or the signed values (sign trick).
 template <bool kVnni>
-inline __m256i Lut(const Int8Codebook& cb) {
+inline __m256i Lut(const int8_t* values) {
   alignas(16) int8_t lut[16];
-  for (int k = 0; k < 16; ++k) lut[k] = kVnni ? int8_t(uint8_t(int(cb.value[k]) + 128)) : cb.value[k];
+  for (int k = 0; k < 16; ++k) lut[k] = kVnni ? int8_t(uint8_t(int(values[k]) + 128)) : values[k];
   return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
 }
 
@@ -197,6 +218,18 @@ inline __m256i DotAcc(__m256i acc, __m256i w, __m256i x) {
   }
 }
 
+// What the +128 offsets (VNNI only) added to the combined dot of group g, modulo 2^32.
+template <bool kVnni, bool kRes, bool kLo>
+inline int32_t OffsetCorrection8(const ActivationBatch& a, uint32_t t, uint32_t g) {
+  if (!kVnni) return 0;
+  const uint32_t M = kRes || kLo ? 128 : 1;
+  uint32_t s1 = uint32_t(a.sum(t, 0)[g]);
+  uint32_t c = M * 128u * s1;
+  if (kRes) c += 128u * uint32_t(a.sum(t, 1)[g]);
+  if (kLo) c += 128u * s1;
+  return int32_t(c);
+}
+
 // ------------------------------------------------------------------ reductions (8 rows)
 
 inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
@@ -208,33 +241,48 @@ inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
 
 // ------------------------------------------------------------------ decode
 
-template <bool kVnni, int kBits>
+template <bool kVnni, int kBits, bool kRes, bool kLo>
 void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t r0,
                 int32_t* dots) {
   using C = Codes256<kBits>;
+  constexpr bool kComb = kRes || kLo;
   const uint32_t G = m.groups(), n = m.group();
   const uint64_t rb = m.row_bytes();
   const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
   const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
-  const __m256i lut = Lut<kVnni>(m.codebook());
-  const int32_t* xsum = a.sum(t);
+  const __m256i lut = Lut<kVnni>(m.codebook().value);
+  const __m256i lut_lo = Lut<kVnni>(m.codebook().lo);
   const uint8_t* rows[8];
   for (uint32_t i = 0; i < 8; ++i) rows[i] = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
 
-  auto accumulate = [&](uint32_t c, __m256i* acc) {
-    __m256i act[C::kSub];
-    for (uint32_t s = 0; s < C::kSub; ++s)
-      act[s] = _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s)));
+  auto accumulate = [&](uint32_t c, __m256i* acc) __attribute__((always_inline)) {
+    __m256i a1[C::kSub], a2[C::kSub];
+    for (uint32_t s = 0; s < C::kSub; ++s) {
+      a1[s] = _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s, 0)));
+      if (kRes) a2[s] = _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s, 1)));
+    }
     const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
 #pragma GCC unroll 8
     for (uint32_t i = 0; i < 8; ++i) {
-      __m256i w[C::kSub];
-      C::Expand(C::Load(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), lut, w);
-      for (uint32_t s = 0; s < C::kSub; ++s) acc[i] = DotAcc<kVnni>(acc[i], w[s], act[s]);
+      __m256i idx[C::kSub];
+      C::Indices(C::Load(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), idx);
+      if (!kComb) {
+        for (uint32_t s = 0; s < C::kSub; ++s)
+          acc[i] = DotAcc<kVnni>(acc[i], _mm256_shuffle_epi8(lut, idx[s]), a1[s]);
+        continue;
+      }
+      __m256i t1 = _mm256_setzero_si256(), t2 = _mm256_setzero_si256();
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        const __m256i w = _mm256_shuffle_epi8(lut, idx[s]);
+        t1 = DotAcc<kVnni>(t1, w, a1[s]);
+        if (kRes) t2 = DotAcc<kVnni>(t2, w, a2[s]);
+        if (kLo) t2 = DotAcc<kVnni>(t2, _mm256_shuffle_epi8(lut_lo, idx[s]), a1[s]);
+      }
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_add_epi32(_mm256_slli_epi32(t1, 7), t2));
     }
   };
   auto store = [&](uint32_t g, __m256i v) {
-    if (kVnni) v = _mm256_sub_epi32(v, _mm256_set1_epi32(128 * xsum[g]));
+    v = _mm256_sub_epi32(v, _mm256_set1_epi32(OffsetCorrection8<kVnni, kRes, kLo>(a, t, g)));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dots + 8 * g), v);
   };
 
@@ -266,22 +314,28 @@ void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, u
     for (int i = 0; i < 8; ++i) _mm256_store_si256(reinterpret_cast<__m256i*>(tmp[i]), acc[i]);
     for (uint32_t j = 0; j < ng; ++j)
       for (int i = 0; i < 8; ++i) {
-        int32_t v = 0;
-        for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += tmp[i][l];
-        dots[8 * (g0 + j) + i] = kVnni ? v - 128 * xsum[g0 + j] : v;
+        uint32_t v = 0;
+        for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += uint32_t(tmp[i][l]);
+        dots[8 * (g0 + j) + i] =
+            int32_t(v - uint32_t(OffsetCorrection8<kVnni, kRes, kLo>(a, t, g0 + j)));
       }
   }
 }
 
-template <bool kVnni>
 using BlockDotsFn8 = void (*)(const CqKernelMatrix&, const ActivationBatch&, uint32_t, uint32_t,
                               int32_t*);
+template <bool kVnni, int kBits>
+BlockDotsFn8 PickBits8(bool res, bool lo) {
+  if (res) return lo ? BlockDots8<kVnni, kBits, true, true> : BlockDots8<kVnni, kBits, true, false>;
+  return lo ? BlockDots8<kVnni, kBits, false, true> : BlockDots8<kVnni, kBits, false, false>;
+}
 template <bool kVnni>
-BlockDotsFn8<kVnni> PickBlockDots8(const CqKernelMatrix& m) {
+BlockDotsFn8 PickBlockDots8(const CqKernelMatrix& m, const ActivationBatch& a) {
+  const bool res = a.two_level(), lo = m.codebook().has_lo;
   switch (m.code_bits()) {
-    case 2: return BlockDots8<kVnni, 2>;
-    case 3: return BlockDots8<kVnni, 3>;
-    default: return BlockDots8<kVnni, 4>;
+    case 2: return PickBits8<kVnni, 2>(res, lo);
+    case 3: return PickBits8<kVnni, 3>(res, lo);
+    default: return PickBits8<kVnni, 4>(res, lo);
   }
 }
 
@@ -302,20 +356,19 @@ inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const i
   _mm256_maskstore_ps(y + r0, mask, acc);
 }
 
-thread_local std::vector<int32_t> tl_dots8;
-thread_local std::vector<float> tl_gs8;
+thread_local AlignedScratch tl_dots8, tl_gs8;
 
 template <bool kVnni>
 void MatVec8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
              uint32_t row_end, float* y) {
   const uint32_t G = m.groups();
-  tl_dots8.resize(size_t(G) * 8);
-  tl_gs8.resize(G);
-  GroupScales(a, t, m.codebook().scale, tl_gs8.data());
-  auto dots_fn = PickBlockDots8<kVnni>(m);
+  int32_t* dots = tl_dots8.Get<int32_t>(size_t(G) * 8);
+  float* gs = tl_gs8.Get<float>(G);
+  GroupScales(a, t, m, gs);
+  auto dots_fn = PickBlockDots8<kVnni>(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
-    dots_fn(m, a, t, r0, tl_dots8.data());
-    Finish8(m, r0, std::min(8u, row_end - r0), tl_dots8.data(), tl_gs8.data(), y);
+    dots_fn(m, a, t, r0, dots);
+    Finish8(m, r0, std::min(8u, row_end - r0), dots, gs, y);
   }
 }
 
@@ -324,7 +377,7 @@ void GroupDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, u
                 uint32_t row_end, int32_t* dots) {
   const uint32_t G = m.groups();
   std::vector<int32_t> block(size_t(G) * 8);
-  auto dots_fn = PickBlockDots8<kVnni>(m);
+  auto dots_fn = PickBlockDots8<kVnni>(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
     dots_fn(m, a, t, r0, block.data());
     for (uint32_t i = 0; i < 8 && r0 + i < row_end; ++i)
@@ -352,67 +405,93 @@ inline void Transpose8(const __m256i* r, __m256i* out) {
   }
 }
 
-thread_local AlignedScratch tl_panel8;
+thread_local AlignedScratch tl_panel8, tl_panel8_lo, tl_tdots8;
 
-template <bool kVnni, int kBits>
+inline __m256i Bcast4x8(const int8_t* p) {
+  int32_t x4;
+  std::memcpy(&x4, p, 4);
+  return _mm256_set1_epi32(x4);
+}
+
+template <bool kVnni, int kBits, bool kRes, bool kLo>
 void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
               uint32_t row_end, float* y, size_t y_stride) {
   using C = Codes256<kBits>;
+  constexpr bool kComb = kRes || kLo;
   const uint32_t G = m.groups(), n = m.group(), T = a.tokens();
   const uint64_t rb = m.row_bytes();
   const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
   const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
   const uint32_t units_per_group = n / C::kUnitCodes;
-  const __m256i lut = Lut<kVnni>(m.codebook());
-  __m256i* panel = tl_panel8.Get<__m256i>(size_t(chunks) * C::kSub * 8);
-  tl_dots8.resize(size_t(G) * 8);
-  tl_gs8.resize(size_t(G) * T);
-  for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m.codebook().scale, tl_gs8.data() + size_t(t) * G);
+  const __m256i lut = Lut<kVnni>(m.codebook().value);
+  const __m256i lut_lo = Lut<kVnni>(m.codebook().lo);
+  const size_t panel_vecs = size_t(chunks) * C::kSub * 8;
+  __m256i* panel = tl_panel8.Get<__m256i>(panel_vecs);
+  __m256i* panel_lo = kLo ? tl_panel8_lo.Get<__m256i>(panel_vecs) : nullptr;
+  int32_t* dots = tl_tdots8.Get<int32_t>(size_t(G) * 8);
+  float* gs = tl_gs8.Get<float>(size_t(G) * T);
+  for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m, gs + size_t(t) * G);
 
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
     for (uint32_t c = 0; c < chunks; ++c) {
       const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
-      __m256i w[C::kSub][8];
+      __m256i w[C::kSub][8], wl[kLo ? C::kSub : 1][8];
       for (uint32_t i = 0; i < 8; ++i) {
         const uint8_t* row = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
-        __m256i e[C::kSub];
-        C::Expand(C::Load(row + uint64_t(c) * C::kChunkBytes, bytes), lut, e);
-        for (uint32_t s = 0; s < C::kSub; ++s) w[s][i] = e[s];
+        __m256i idx[C::kSub];
+        C::Indices(C::Load(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
+        for (uint32_t s = 0; s < C::kSub; ++s) {
+          w[s][i] = _mm256_shuffle_epi8(lut, idx[s]);
+          if (kLo) wl[s][i] = _mm256_shuffle_epi8(lut_lo, idx[s]);
+        }
       }
-      for (uint32_t s = 0; s < C::kSub; ++s) Transpose8(w[s], panel + (size_t(c) * C::kSub + s) * 8);
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        Transpose8(w[s], panel + (size_t(c) * C::kSub + s) * 8);
+        if (kLo) Transpose8(wl[s], panel_lo + (size_t(c) * C::kSub + s) * 8);
+      }
     }
     for (uint32_t t = 0; t < T; ++t) {
-      const int32_t* xsum = a.sum(t);
       for (uint32_t g = 0; g < G; ++g) {
-        __m256i acc[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(),
-                          _mm256_setzero_si256()};
+        __m256i a1[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        __m256i a2[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
         uint32_t k = 0;
         for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
           const uint32_t c = u / 8, j = u % 8;
           for (uint32_t s = 0; s < C::kSub; ++s, ++k) {
-            int32_t x4;
-            std::memcpy(&x4, C::Act(a, t, c, s) + 4 * j, 4);
-            acc[k & 3] = DotAcc<kVnni>(acc[k & 3], panel[(size_t(c) * C::kSub + s) * 8 + j],
-                                       _mm256_set1_epi32(x4));
+            const size_t pv = (size_t(c) * C::kSub + s) * 8 + j;
+            const __m256i x1 = Bcast4x8(C::Act(a, t, c, s, 0) + 4 * j);
+            a1[k & 1] = DotAcc<kVnni>(a1[k & 1], panel[pv], x1);
+            if (kRes) a2[k & 1] = DotAcc<kVnni>(a2[k & 1], panel[pv], Bcast4x8(C::Act(a, t, c, s, 1) + 4 * j));
+            if (kLo) a2[k & 1] = DotAcc<kVnni>(a2[k & 1], panel_lo[pv], x1);
           }
         }
-        __m256i v = _mm256_add_epi32(_mm256_add_epi32(acc[0], acc[1]), _mm256_add_epi32(acc[2], acc[3]));
-        if (kVnni) v = _mm256_sub_epi32(v, _mm256_set1_epi32(128 * xsum[g]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(tl_dots8.data() + 8 * g), v);
+        __m256i v = _mm256_add_epi32(a1[0], a1[1]);
+        if (kComb) v = _mm256_add_epi32(_mm256_slli_epi32(v, 7), _mm256_add_epi32(a2[0], a2[1]));
+        v = _mm256_sub_epi32(v, _mm256_set1_epi32(OffsetCorrection8<kVnni, kRes, kLo>(a, t, g)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dots + 8 * g), v);
       }
-      Finish8(m, r0, std::min(8u, row_end - r0), tl_dots8.data(), tl_gs8.data() + size_t(t) * G,
-              y + t * y_stride);
+      Finish8(m, r0, std::min(8u, row_end - r0), dots, gs + size_t(t) * G, y + t * y_stride);
     }
   }
+}
+
+template <bool kVnni, int kBits>
+void MatMat8Bits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, uint32_t re,
+                 float* y, size_t ys) {
+  const bool res = a.two_level(), lo = m.codebook().has_lo;
+  if (res && lo) return MatMat8T<kVnni, kBits, true, true>(m, a, rb, re, y, ys);
+  if (res) return MatMat8T<kVnni, kBits, true, false>(m, a, rb, re, y, ys);
+  if (lo) return MatMat8T<kVnni, kBits, false, true>(m, a, rb, re, y, ys);
+  MatMat8T<kVnni, kBits, false, false>(m, a, rb, re, y, ys);
 }
 
 template <bool kVnni>
 void MatMat8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
              uint32_t row_end, float* y, size_t y_stride) {
   switch (m.code_bits()) {
-    case 2: return MatMat8T<kVnni, 2>(m, a, row_begin, row_end, y, y_stride);
-    case 3: return MatMat8T<kVnni, 3>(m, a, row_begin, row_end, y, y_stride);
-    default: return MatMat8T<kVnni, 4>(m, a, row_begin, row_end, y, y_stride);
+    case 2: return MatMat8Bits<kVnni, 2>(m, a, row_begin, row_end, y, y_stride);
+    case 3: return MatMat8Bits<kVnni, 3>(m, a, row_begin, row_end, y, y_stride);
+    default: return MatMat8Bits<kVnni, 4>(m, a, row_begin, row_end, y, y_stride);
   }
 }
 

@@ -46,12 +46,11 @@ inline __m512 InRegisterFwht(__m512 v) {
   return v;
 }
 
-void BuildPerm4(const ActivationBatch& a, uint32_t t, int8_t* out) {
-  const int8_t* q = a.natural(t);
-  const uint32_t nat = (a.in_pad() + 63) / 64 * 64;
+void BuildPerm4(const int8_t* q, uint32_t in_pad, int8_t* out) {
+  const uint32_t nat = (in_pad + 63) / 64 * 64;
   const __m512i lo = _mm512_set1_epi16(0x00FF);
   const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
-  for (uint32_t c = 0; c * 128 < a.in_pad(); ++c) {
+  for (uint32_t c = 0; c * 128 < in_pad; ++c) {
     __m512i x0 = _mm512_load_si512(q + 128 * c);
     __m512i x1 = 128 * c + 64 < nat ? _mm512_load_si512(q + 128 * c + 64) : _mm512_setzero_si512();
     __m512i even = _mm512_packus_epi16(_mm512_and_si512(x0, lo), _mm512_and_si512(x1, lo));
@@ -61,15 +60,14 @@ void BuildPerm4(const ActivationBatch& a, uint32_t t, int8_t* out) {
   }
 }
 
-void BuildPerm2(const ActivationBatch& a, uint32_t t, int8_t* out) {
-  const int8_t* q = a.natural(t);
-  const uint32_t nat = (a.in_pad() + 63) / 64 * 64;
+void BuildPerm2(const int8_t* q, uint32_t in_pad, int8_t* out) {
+  const uint32_t nat = (in_pad + 63) / 64 * 64;
   // Inside each 16-byte lane: byte 4d + s -> byte 4s + d.
   const __m512i tr = _mm512_broadcast_i32x4(
       _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
   const __m512i ia = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
   const __m512i ib = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-  for (uint32_t c = 0; c * 256 < a.in_pad(); ++c) {
+  for (uint32_t c = 0; c * 256 < in_pad; ++c) {
     __m512i y[4];
     for (int i = 0; i < 4; ++i) {
       uint32_t off = 256 * c + 64 * i;
@@ -87,11 +85,17 @@ void BuildPerm2(const ActivationBatch& a, uint32_t t, int8_t* out) {
   }
 }
 
+inline __m512i RoundClamp127(__m512 v) {
+  __m512i r = _mm512_cvtps_epi32(v);  // nearest even (MXCSR)
+  return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+}
+
 void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
   const uint32_t n = a->group(), in = a->in(), nv = n / 16;
-  int8_t* q = a->mutable_natural(t);
+  const bool two = a->two_level();
+  int8_t* q1 = a->mutable_natural(t, 0);
+  int8_t* q2 = a->mutable_natural(t, 1);
   float* scale = a->mutable_scale(t);
-  int32_t* sum = a->mutable_sum(t);
   const float factor = ActScaleFactor(n);
   const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
   const __m512 fmax = _mm512_set1_ps(FLT_MAX);
@@ -126,70 +130,81 @@ void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
     }
     float amax = _mm512_reduce_max_ps(m);
     if (bad || amax == 0.f) {
-      std::memset(q + base, 0, n);
+      std::memset(q1 + base, 0, n);
+      if (two) std::memset(q2 + base, 0, n);
       scale[g] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
-      sum[g] = 0;
+      a->mutable_sum(t, 0)[g] = 0;
+      if (two) a->mutable_sum(t, 1)[g] = 0;
       continue;
     }
     const __m512 inv = _mm512_set1_ps(127.f / amax);
-    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-    __m512i s = _mm512_setzero_si512();
+    const __m512 k128 = _mm512_set1_ps(128.f);
+    __m512i s1 = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
     for (uint32_t i = 0; i < nv; ++i) {
-      __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(v[i], inv));  // nearest even (MXCSR)
-      r = _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
-      s = _mm512_add_epi32(s, r);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + base + 16 * i), _mm512_cvtepi32_epi8(r));
+      const __m512 p = _mm512_mul_ps(v[i], inv);
+      const __m512i r = RoundClamp127(p);
+      s1 = _mm512_add_epi32(s1, r);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + base + 16 * i), _mm512_cvtepi32_epi8(r));
+      if (two) {
+        const __m512i r2 = RoundClamp127(_mm512_mul_ps(_mm512_sub_ps(p, _mm512_cvtepi32_ps(r)), k128));
+        s2 = _mm512_add_epi32(s2, r2);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + base + 16 * i), _mm512_cvtepi32_epi8(r2));
+      }
     }
     scale[g] = amax * factor;
-    sum[g] = _mm512_reduce_add_epi32(s);
+    a->mutable_sum(t, 0)[g] = _mm512_reduce_add_epi32(s1);
+    if (two) a->mutable_sum(t, 1)[g] = _mm512_reduce_add_epi32(s2);
   }
-  for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
-  BuildPerm2(*a, t, a->mutable_perm2(t));
-  BuildPerm4(*a, t, a->mutable_perm4(t));
+  for (int level = 0; level < (two ? 2 : 1); ++level) {
+    int8_t* q = a->mutable_natural(t, level);
+    for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
+    BuildPerm2(q, a->in_pad(), a->mutable_perm2(t, level));
+    BuildPerm4(q, a->in_pad(), a->mutable_perm4(t, level));
+  }
 }
 
 // ------------------------------------------------------------------ code expansion
 
-// Expands one chunk of packed codes P into kSub vectors of unsigned codebook bytes w[s];
-// byte j of w[s] multiplies byte j of the activation run s of the chunk.
+// Splits one chunk of packed codes P into kSub vectors of code indices idx[s]; byte j of
+// idx[s] multiplies byte j of the chunk's activation run s (level l at Act(a, t, c, s, l)).
 template <int kCodeBits>
 struct Codes512;
 
 template <>
 struct Codes512<2> {  // also ternary crumbs
   static constexpr uint32_t kChunkCodes = 256, kChunkBytes = 64, kSub = 4, kUnitCodes = 16;
-  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s) {
-    return a.perm2(t) + 256 * c + 64 * s;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
+    return a.perm2(t, l) + 256 * c + 64 * s;
   }
-  static inline void Expand(__m512i p, __m512i lut, __m512i* w) {
+  static inline void Indices(__m512i p, __m512i* idx) {
     const __m512i m3 = _mm512_set1_epi8(3);
-    w[0] = _mm512_shuffle_epi8(lut, _mm512_and_si512(p, m3));
-    w[1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(p, 2), m3));
-    w[2] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(p, 4), m3));
-    w[3] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(p, 6), m3));
+    idx[0] = _mm512_and_si512(p, m3);
+    idx[1] = _mm512_and_si512(_mm512_srli_epi16(p, 2), m3);
+    idx[2] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m3);
+    idx[3] = _mm512_and_si512(_mm512_srli_epi16(p, 6), m3);
   }
 };
 
 template <>
 struct Codes512<4> {
   static constexpr uint32_t kChunkCodes = 128, kChunkBytes = 64, kSub = 2, kUnitCodes = 8;
-  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s) {
-    return a.perm4(t) + 128 * c + 64 * s;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
+    return a.perm4(t, l) + 128 * c + 64 * s;
   }
-  static inline void Expand(__m512i p, __m512i lut, __m512i* w) {
+  static inline void Indices(__m512i p, __m512i* idx) {
     const __m512i m15 = _mm512_set1_epi8(15);
-    w[0] = _mm512_shuffle_epi8(lut, _mm512_and_si512(p, m15));
-    w[1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(p, 4), m15));
+    idx[0] = _mm512_and_si512(p, m15);
+    idx[1] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m15);
   }
 };
 
 template <>
 struct Codes512<3> {  // 24 packed bytes -> 64 codes in natural order
   static constexpr uint32_t kChunkCodes = 64, kChunkBytes = 24, kSub = 1, kUnitCodes = 4;
-  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t) {
-    return a.natural(t) + 64 * c;
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t, int l) {
+    return a.natural(t, l) + 64 * c;
   }
-  static inline void Expand(__m512i p, __m512i lut, __m512i* w) {
+  static inline void Indices(__m512i p, __m512i* idx) {
     // 16-byte lane L gets packed bytes 6L..6L+5 (codes 16L..16L+15); they start at byte
     // 0, 2, 0, 2 of the lane after this dword permutation.
     const __m512i dw = _mm512_setr_epi32(0, 1, 2, 0, 1, 2, 3, 0, 3, 4, 5, 0, 4, 5, 6, 0);
@@ -207,7 +222,7 @@ struct Codes512<3> {  // 24 packed bytes -> 64 codes in natural order
     __m512i v = _mm512_permutexvar_epi32(dw, p);
     __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_epi8(v, ca), sh), m7);
     __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_epi8(v, cb), sh), m7);
-    w[0] = _mm512_shuffle_epi8(lut, _mm512_packus_epi16(lo, hi));
+    idx[0] = _mm512_packus_epi16(lo, hi);
   }
 };
 
@@ -216,10 +231,23 @@ inline __m512i LoadChunk(const uint8_t* p, uint32_t bytes) {
   return _mm512_maskz_loadu_epi8((~0ull) >> (64 - bytes), p);
 }
 
-inline __m512i OffsetLut(const Int8Codebook& cb) {
+// Byte table of the codebook (or its residual) offset by +128: unsigned for vpdpbusd.
+inline __m512i OffsetLut(const int8_t* values) {
   alignas(16) uint8_t lut[16];
-  for (int k = 0; k < 16; ++k) lut[k] = uint8_t(int(cb.value[k]) + 128);
+  for (int k = 0; k < 16; ++k) lut[k] = uint8_t(int(values[k]) + 128);
   return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
+}
+
+// What the +128 offsets added to the combined dot of group g (subtracted at the end):
+// M * 128 * S1 + [two-level] 128 * S2 + [residual codebook] 128 * S1, modulo 2^32.
+template <bool kRes, bool kLo>
+inline int32_t OffsetCorrection(const ActivationBatch& a, uint32_t t, uint32_t g) {
+  const uint32_t M = kRes || kLo ? 128 : 1;
+  uint32_t s1 = uint32_t(a.sum(t, 0)[g]);
+  uint32_t c = M * 128u * s1;
+  if (kRes) c += 128u * uint32_t(a.sum(t, 1)[g]);
+  if (kLo) c += 128u * s1;
+  return int32_t(c);
 }
 
 // ------------------------------------------------------------------ reductions
@@ -269,34 +297,50 @@ inline __m512i ReduceFull(const __m512i* acc) {
 
 // ------------------------------------------------------------------ decode
 
-// Exact group dots of 16 rows starting at r0 (rows past the end repeat the last row):
-// dots[g * 16 + i] for row r0 + i.
-template <int kBits>
+// Exact combined group dots of 16 rows starting at r0 (rows past the end repeat the last
+// row): dots[g * 16 + i] for row r0 + i.
+template <int kBits, bool kRes, bool kLo>
 void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t r0,
                int32_t* dots) {
   using C = Codes512<kBits>;
+  constexpr bool kComb = kRes || kLo;
   const uint32_t G = m.groups(), n = m.group();
   const uint64_t rb = m.row_bytes();
   const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
   const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
-  const __m512i lut = OffsetLut(m.codebook());
-  const int32_t* xsum = a.sum(t);
+  const __m512i lut = OffsetLut(m.codebook().value);
+  const __m512i lut_lo = OffsetLut(m.codebook().lo);
   const uint8_t* rows[16];
   for (uint32_t i = 0; i < 16; ++i) rows[i] = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
 
-  auto accumulate = [&](uint32_t c, __m512i* acc) {
-    __m512i act[C::kSub];
-    for (uint32_t s = 0; s < C::kSub; ++s) act[s] = _mm512_load_si512(C::Act(a, t, c, s));
+  auto accumulate = [&](uint32_t c, __m512i* acc) __attribute__((always_inline)) {
+    __m512i a1[C::kSub], a2[C::kSub];
+    for (uint32_t s = 0; s < C::kSub; ++s) {
+      a1[s] = _mm512_load_si512(C::Act(a, t, c, s, 0));
+      if (kRes) a2[s] = _mm512_load_si512(C::Act(a, t, c, s, 1));
+    }
     const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
 #pragma GCC unroll 16
     for (uint32_t i = 0; i < 16; ++i) {
-      __m512i w[C::kSub];
-      C::Expand(LoadChunk(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), lut, w);
-      for (uint32_t s = 0; s < C::kSub; ++s) acc[i] = _mm512_dpbusd_epi32(acc[i], w[s], act[s]);
+      __m512i idx[C::kSub];
+      C::Indices(LoadChunk(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), idx);
+      if (!kComb) {
+        for (uint32_t s = 0; s < C::kSub; ++s)
+          acc[i] = _mm512_dpbusd_epi32(acc[i], _mm512_shuffle_epi8(lut, idx[s]), a1[s]);
+        continue;
+      }
+      __m512i t1 = _mm512_setzero_si512(), t2 = _mm512_setzero_si512();
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        const __m512i w = _mm512_shuffle_epi8(lut, idx[s]);
+        t1 = _mm512_dpbusd_epi32(t1, w, a1[s]);
+        if (kRes) t2 = _mm512_dpbusd_epi32(t2, w, a2[s]);
+        if (kLo) t2 = _mm512_dpbusd_epi32(t2, _mm512_shuffle_epi8(lut_lo, idx[s]), a1[s]);
+      }
+      acc[i] = _mm512_add_epi32(acc[i], _mm512_add_epi32(_mm512_slli_epi32(t1, 7), t2));
     }
   };
   auto store = [&](uint32_t g, __m512i v) {
-    v = _mm512_sub_epi32(v, _mm512_set1_epi32(128 * xsum[g]));
+    v = _mm512_sub_epi32(v, _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t, g)));
     _mm512_storeu_si512(dots + 16 * g, v);
   };
 
@@ -325,9 +369,9 @@ void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, ui
       for (int i = 0; i < 16; ++i) _mm512_store_si512(tmp[i], acc[i]);
       for (uint32_t j = 0; j < ng; ++j)
         for (int i = 0; i < 16; ++i) {
-          int32_t v = 0;
-          for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += tmp[i][l];
-          dots[16 * (g0 + j) + i] = v - 128 * xsum[g0 + j];
+          uint32_t v = 0;
+          for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += uint32_t(tmp[i][l]);
+          dots[16 * (g0 + j) + i] = int32_t(v - uint32_t(OffsetCorrection<kRes, kLo>(a, t, g0 + j)));
         }
       continue;
     }
@@ -337,11 +381,17 @@ void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, ui
 
 using BlockDotsFn = void (*)(const CqKernelMatrix&, const ActivationBatch&, uint32_t, uint32_t,
                              int32_t*);
-BlockDotsFn PickBlockDots(const CqKernelMatrix& m) {
+template <int kBits>
+BlockDotsFn PickBlockDotsBits(bool res, bool lo) {
+  if (res) return lo ? BlockDots<kBits, true, true> : BlockDots<kBits, true, false>;
+  return lo ? BlockDots<kBits, false, true> : BlockDots<kBits, false, false>;
+}
+BlockDotsFn PickBlockDots(const CqKernelMatrix& m, const ActivationBatch& a) {
+  const bool res = a.two_level(), lo = m.codebook().has_lo;
   switch (m.code_bits()) {
-    case 2: return BlockDots<2>;
-    case 3: return BlockDots<3>;
-    default: return BlockDots<4>;
+    case 2: return PickBlockDotsBits<2>(res, lo);
+    case 3: return PickBlockDotsBits<3>(res, lo);
+    default: return PickBlockDotsBits<4>(res, lo);
   }
 }
 
@@ -362,19 +412,18 @@ inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const in
   _mm512_mask_storeu_ps(y + r0, __mmask16((1u << rows) - 1), acc);
 }
 
-thread_local std::vector<int32_t> tl_dots;
-thread_local std::vector<float> tl_gs;
+thread_local AlignedScratch tl_dots, tl_gs;
 
 void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
             uint32_t row_end, float* y) {
   const uint32_t G = m.groups();
-  tl_dots.resize(size_t(G) * 16);
-  tl_gs.resize(G);
-  GroupScales(a, t, m.codebook().scale, tl_gs.data());
-  BlockDotsFn dots_fn = PickBlockDots(m);
+  int32_t* dots = tl_dots.Get<int32_t>(size_t(G) * 16);
+  float* gs = tl_gs.Get<float>(G);
+  GroupScales(a, t, m, gs);
+  BlockDotsFn dots_fn = PickBlockDots(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
-    dots_fn(m, a, t, r0, tl_dots.data());
-    Finish(m, r0, std::min(16u, row_end - r0), tl_dots.data(), tl_gs.data(), y);
+    dots_fn(m, a, t, r0, dots);
+    Finish(m, r0, std::min(16u, row_end - r0), dots, gs, y);
   }
 }
 
@@ -382,7 +431,7 @@ void GroupDotsAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t
                      uint32_t row_begin, uint32_t row_end, int32_t* dots) {
   const uint32_t G = m.groups();
   std::vector<int32_t> block(size_t(G) * 16);
-  BlockDotsFn dots_fn = PickBlockDots(m);
+  BlockDotsFn dots_fn = PickBlockDots(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
     dots_fn(m, a, t, r0, block.data());
     for (uint32_t i = 0; i < 16 && r0 + i < row_end; ++i)
@@ -417,67 +466,93 @@ inline void Transpose16(const __m512i* in, __m512i* out) {
   }
 }
 
-thread_local AlignedScratch tl_panel;
+thread_local AlignedScratch tl_panel, tl_panel_lo, tl_tdots;
 
-template <int kBits>
+inline __m512i Bcast4(const int8_t* p) {
+  int32_t x4;
+  std::memcpy(&x4, p, 4);
+  return _mm512_set1_epi32(x4);
+}
+
+template <int kBits, bool kRes, bool kLo>
 void MatMatT(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
              uint32_t row_end, float* y, size_t y_stride) {
   using C = Codes512<kBits>;
+  constexpr bool kComb = kRes || kLo;
   const uint32_t G = m.groups(), n = m.group(), T = a.tokens();
   const uint64_t rb = m.row_bytes();
   const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
   const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
   const uint32_t units_per_group = n / C::kUnitCodes;
-  const __m512i lut = OffsetLut(m.codebook());
-  __m512i* panel = tl_panel.Get<__m512i>(size_t(chunks) * C::kSub * 16);
-  tl_dots.resize(size_t(G) * 16);
-  tl_gs.resize(size_t(G) * T);
-  for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m.codebook().scale, tl_gs.data() + size_t(t) * G);
+  const __m512i lut = OffsetLut(m.codebook().value);
+  const __m512i lut_lo = OffsetLut(m.codebook().lo);
+  const size_t panel_vecs = size_t(chunks) * C::kSub * 16;
+  __m512i* panel = tl_panel.Get<__m512i>(panel_vecs);
+  __m512i* panel_lo = kLo ? tl_panel_lo.Get<__m512i>(panel_vecs) : nullptr;
+  int32_t* dots = tl_tdots.Get<int32_t>(size_t(G) * 16);
+  float* gs = tl_gs.Get<float>(size_t(G) * T);
+  for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m, gs + size_t(t) * G);
 
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
-    // Panel: vector (c * kSub + s) * 16 + j holds dword j of w[s] of chunk c for the 16 rows.
+    // Panel: vector (c * kSub + s) * 16 + j holds dword j of chunk c, run s, for the 16 rows.
     for (uint32_t c = 0; c < chunks; ++c) {
       const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
-      __m512i w[C::kSub][16];
+      __m512i w[C::kSub][16], wl[kLo ? C::kSub : 1][16];
       for (uint32_t i = 0; i < 16; ++i) {
         const uint8_t* row = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
-        __m512i e[C::kSub];
-        C::Expand(LoadChunk(row + uint64_t(c) * C::kChunkBytes, bytes), lut, e);
-        for (uint32_t s = 0; s < C::kSub; ++s) w[s][i] = e[s];
+        __m512i idx[C::kSub];
+        C::Indices(LoadChunk(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
+        for (uint32_t s = 0; s < C::kSub; ++s) {
+          w[s][i] = _mm512_shuffle_epi8(lut, idx[s]);
+          if (kLo) wl[s][i] = _mm512_shuffle_epi8(lut_lo, idx[s]);
+        }
       }
-      for (uint32_t s = 0; s < C::kSub; ++s) Transpose16(w[s], panel + (size_t(c) * C::kSub + s) * 16);
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        Transpose16(w[s], panel + (size_t(c) * C::kSub + s) * 16);
+        if (kLo) Transpose16(wl[s], panel_lo + (size_t(c) * C::kSub + s) * 16);
+      }
     }
     for (uint32_t t = 0; t < T; ++t) {
-      const int32_t* xsum = a.sum(t);
       for (uint32_t g = 0; g < G; ++g) {
-        __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                          _mm512_setzero_si512()};
+        __m512i a1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        __m512i a2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         uint32_t k = 0;
         for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
           const uint32_t c = u / 16, j = u % 16;
           for (uint32_t s = 0; s < C::kSub; ++s, ++k) {
-            int32_t x4;
-            std::memcpy(&x4, C::Act(a, t, c, s) + 4 * j, 4);
-            acc[k & 3] = _mm512_dpbusd_epi32(acc[k & 3], panel[(size_t(c) * C::kSub + s) * 16 + j],
-                                             _mm512_set1_epi32(x4));
+            const size_t pv = (size_t(c) * C::kSub + s) * 16 + j;
+            const __m512i x1 = Bcast4(C::Act(a, t, c, s, 0) + 4 * j);
+            a1[k & 1] = _mm512_dpbusd_epi32(a1[k & 1], panel[pv], x1);
+            if (kRes) a2[k & 1] = _mm512_dpbusd_epi32(a2[k & 1], panel[pv], Bcast4(C::Act(a, t, c, s, 1) + 4 * j));
+            if (kLo) a2[k & 1] = _mm512_dpbusd_epi32(a2[k & 1], panel_lo[pv], x1);
           }
         }
-        __m512i v = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
-        v = _mm512_sub_epi32(v, _mm512_set1_epi32(128 * xsum[g]));
-        _mm512_storeu_si512(tl_dots.data() + 16 * g, v);
+        __m512i v = _mm512_add_epi32(a1[0], a1[1]);
+        if (kComb) v = _mm512_add_epi32(_mm512_slli_epi32(v, 7), _mm512_add_epi32(a2[0], a2[1]));
+        v = _mm512_sub_epi32(v, _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t, g)));
+        _mm512_store_si512(dots + 16 * g, v);
       }
-      Finish(m, r0, std::min(16u, row_end - r0), tl_dots.data(), tl_gs.data() + size_t(t) * G,
-             y + t * y_stride);
+      Finish(m, r0, std::min(16u, row_end - r0), dots, gs + size_t(t) * G, y + t * y_stride);
     }
   }
+}
+
+template <int kBits>
+void MatMatBits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, uint32_t re,
+                float* y, size_t ys) {
+  const bool res = a.two_level(), lo = m.codebook().has_lo;
+  if (res && lo) return MatMatT<kBits, true, true>(m, a, rb, re, y, ys);
+  if (res) return MatMatT<kBits, true, false>(m, a, rb, re, y, ys);
+  if (lo) return MatMatT<kBits, false, true>(m, a, rb, re, y, ys);
+  MatMatT<kBits, false, false>(m, a, rb, re, y, ys);
 }
 
 void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
             uint32_t row_end, float* y, size_t y_stride) {
   switch (m.code_bits()) {
-    case 2: return MatMatT<2>(m, a, row_begin, row_end, y, y_stride);
-    case 3: return MatMatT<3>(m, a, row_begin, row_end, y, y_stride);
-    default: return MatMatT<4>(m, a, row_begin, row_end, y, y_stride);
+    case 2: return MatMatBits<2>(m, a, row_begin, row_end, y, y_stride);
+    case 3: return MatMatBits<3>(m, a, row_begin, row_end, y, y_stride);
+    default: return MatMatBits<4>(m, a, row_begin, row_end, y, y_stride);
   }
 }
 

@@ -99,7 +99,8 @@ bool SetActiveIsa(Isa isa) {
 
 // ------------------------------------------------------------------ codebook
 
-absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits) {
+absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits,
+                                              bool residual) {
   Int8Codebook out;
   out.bits = bits;
   if (bits == 5) {
@@ -125,8 +126,12 @@ absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_
     maxabs = std::max(maxabs, std::fabs(v));
   }
   if (!(maxabs > 0.f)) return absl::InvalidArgumentError("codebook is all zero");
-  for (size_t k = 0; k < cb.size(); ++k)
-    out.value[k] = int8_t(std::nearbyint(double(cb[k]) * 127.0 / double(maxabs)));
+  for (size_t k = 0; k < cb.size(); ++k) {
+    const double c = double(cb[k]) * 127.0 / double(maxabs);
+    out.value[k] = int8_t(std::nearbyint(c));
+    if (residual) out.lo[k] = int8_t(std::nearbyint((c - out.value[k]) * 128.0));
+  }
+  out.has_lo = residual;
   out.scale = maxabs / 127.f;
   return out;
 }
@@ -174,18 +179,30 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
 
 void ActivationBatch::Free::operator()(int8_t* p) const { std::free(p); }
 
-void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group) {
+void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group,
+                            ActPrecision precision) {
   tokens_ = tokens;
   in_ = in;
   group_ = group;
+  precision_ = precision;
   in_pad_ = uint32_t((uint64_t(in) + group - 1) / group * group);
   groups_ = in_pad_ / group;
-  natural_off_ = 0;
-  perm2_off_ = natural_off_ + RoundUp(in_pad_, 64);
-  perm4_off_ = perm2_off_ + RoundUp(in_pad_, 256);
-  scale_off_ = perm4_off_ + RoundUp(in_pad_, 128);
-  sum_off_ = scale_off_ + RoundUp(size_t(groups_) * 4, 64);
-  stride_ = sum_off_ + RoundUp(size_t(groups_) * 4, 64);
+  size_t off = 0;
+  const int levels = precision == ActPrecision::kInt8x2 ? 2 : 1;
+  for (int l = 0; l < 2; ++l) {
+    if (l >= levels) {  // unused level: alias level 0 (never read)
+      for (int k = 0; k < 3; ++k) off_[l][k] = off_[0][k];
+      continue;
+    }
+    off_[l][0] = off;
+    off_[l][1] = off_[l][0] + RoundUp(in_pad_, 64);
+    off_[l][2] = off_[l][1] + RoundUp(in_pad_, 256);
+    off = off_[l][2] + RoundUp(in_pad_, 128);
+  }
+  scale_off_ = off;
+  sum_off_[0] = scale_off_ + RoundUp(size_t(groups_) * 4, 64);
+  sum_off_[1] = sum_off_[0] + RoundUp(size_t(groups_) * 4, 64);
+  stride_ = sum_off_[1] + RoundUp(size_t(groups_) * 4, 64);
   size_t need = stride_ * std::max<uint32_t>(tokens, 1);
   if (need > capacity_) {
     storage_.reset(static_cast<int8_t*>(std::aligned_alloc(64, need)));
@@ -194,8 +211,8 @@ void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group) {
 }
 
 void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
-                        uint32_t group, ActivationBatch* out) {
-  out->Reset(tokens, in, group);
+                        uint32_t group, ActivationBatch* out, ActPrecision precision) {
+  out->Reset(tokens, in, group, precision);
   auto prepare = Table(isa).prepare;
   if (tokens >= 8 && !omp_in_parallel() && omp_get_max_threads() > 1) {
 #pragma omp parallel for schedule(static)
@@ -206,8 +223,12 @@ void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_strid
 }
 
 void PrepareActivations(const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
-                        uint32_t group, ActivationBatch* out) {
-  PrepareActivations(ActiveIsa(), x, tokens, x_stride, in, group, out);
+                        uint32_t group, ActivationBatch* out, ActPrecision precision) {
+  PrepareActivations(ActiveIsa(), x, tokens, x_stride, in, group, out, precision);
+}
+
+void PrepareToken(const float* x, ActivationBatch* out, uint32_t t) {
+  Table(ActiveIsa()).prepare(x, out, t);
 }
 
 // ------------------------------------------------------------------ products
@@ -280,9 +301,14 @@ float ActScaleFactor(uint32_t group) {
   return float(1.0 / (127.0 * std::sqrt(double(group))));
 }
 
-void GroupScales(const ActivationBatch& a, uint32_t t, float cb_scale, float* gs) {
+uint32_t DotMultiplier(const ActivationBatch& a, const CqKernelMatrix& m) {
+  return a.two_level() || m.codebook().has_lo ? 128 : 1;
+}
+
+void GroupScales(const ActivationBatch& a, uint32_t t, const CqKernelMatrix& m, float* gs) {
   const float* s = a.scale(t);
-  for (uint32_t g = 0; g < a.groups(); ++g) gs[g] = s[g] * cb_scale;
+  const float k = m.codebook().scale / float(DotMultiplier(a, m));
+  for (uint32_t g = 0; g < a.groups(); ++g) gs[g] = s[g] * k;
 }
 
 const uint16_t* BlockNorms(const CqKernelMatrix& m, uint32_t r0, uint32_t lanes, uint16_t* tmp) {
@@ -295,10 +321,10 @@ const uint16_t* BlockNorms(const CqKernelMatrix& m, uint32_t r0, uint32_t lanes,
   return tmp;
 }
 
-void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t) {
-  const int8_t* q = a->natural(t);
-  int8_t* p2 = a->mutable_perm2(t);
-  int8_t* p4 = a->mutable_perm4(t);
+void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t, int level) {
+  const int8_t* q = a->natural(t, level);
+  int8_t* p2 = a->mutable_perm2(t, level);
+  int8_t* p4 = a->mutable_perm4(t, level);
   size_t n2 = RoundUp(a->in_pad(), 256), n4 = RoundUp(a->in_pad(), 128);
   for (size_t k = 0; k < n2; ++k) {
     size_t c = k / 256, r = k % 256, m = r / 16, b = (r / 4) % 4, s = r % 4;

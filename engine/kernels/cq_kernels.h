@@ -9,8 +9,8 @@
 //    same float operations, round-to-nearest-even).
 //  - the int32 group dot products (exact integer arithmetic, tails and padding included);
 //  - the float outputs, bit for bit: every kernel computes, per row, in group order,
-//      acc = fma(float(norm[r,g]) * (act_scale[g] * cb_scale), float(dot[r,g]), acc)
-//    starting from acc = 0 (float(dot) is exact: |dot| < 2^24).
+//      acc = fma(float(norm[r,g]) * (act_scale[g] * (cb_scale / M)), float(D[r,g]), acc)
+//    starting from acc = 0 (D and M: see GroupDots).
 // MatVec and MatMat therefore also agree bit for bit (prefill == decode per matrix).
 #pragma once
 #include <cstddef>
@@ -38,15 +38,21 @@ bool SetActiveIsa(Isa isa);
 
 // ---------------------------------------------------------------- codebook
 // The codebook mapped to int8: value(k) = int8[k] * scale. For bits 2/3/4:
-// int8 = round(cb * 127 / max|cb|) (nearest, ties to even), scale = max|cb| / 127.
+// int8 = round(c), c = cb * 127 / max|cb| (nearest, ties to even), scale = max|cb| / 127.
 // Ternary (bits 5): int8 = {-1, 0, +1} exactly, scale = the ternary level (cb[2]).
+// With `residual` (bits 2/3/4): lo = round((c - int8) * 128), so value(k) =
+// (int8[k] + lo[k] / 128) * scale within scale / 256 (a 4-bit codebook is otherwise off by
+// up to 0.5 / |int8| relative, ~0.4 % rms).
 struct Int8Codebook {
   uint32_t bits = 2;       // record bits: 2, 3, 4 or 5 (ternary)
   int8_t value[16] = {};   // indexed by the code as stored (ternary: by crumb 0..3)
+  int8_t lo[16] = {};      // residual, when has_lo
+  bool has_lo = false;
   float scale = 0.f;
 };
 // `cb` has 2^bits entries (ternary: 3 entries {-l, 0, +l}).
-absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits);
+absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits,
+                                              bool residual = false);
 
 // ---------------------------------------------------------------- matrices
 // A CQ matrix ready for the kernels: a view of the blob (not copied) plus a copy of the
@@ -84,56 +90,78 @@ class CqKernelMatrix {
 };
 
 // ---------------------------------------------------------------- activations
+// kInt8: one int8 per value (q1). kInt8x2: also the rounding residual as a second int8,
+// q2 = round((u * 127 / amax - q1) * 128), so the value is (q1 + q2 / 128) * scale: ~15
+// bits of precision for one more int8 dot product per code (the official engine's
+// numerics are kInt8).
+enum class ActPrecision { kInt8 = 1, kInt8x2 = 2 };
+
 // Prepared activations for `tokens` input vectors of length `in` (zero padded to in_pad):
 // per token, per group, the FWHT-rotated int8 values in three layouts (natural order, and
 // the orders the SIMD kernels consume for 2-bit and 4-bit codes), the float scale and the
-// int32 sum of the int8 values (for the unsigned-offset trick).
+// int32 sum of the int8 values (for the unsigned-offset trick); with kInt8x2 the same for
+// the residual level.
 class ActivationBatch {
  public:
   ActivationBatch() = default;
   // (Re)shapes the batch; keeps the allocation when it is large enough.
-  void Reset(uint32_t tokens, uint32_t in, uint32_t group);
+  void Reset(uint32_t tokens, uint32_t in, uint32_t group,
+             ActPrecision precision = ActPrecision::kInt8);
 
   uint32_t tokens() const { return tokens_; }
   uint32_t in() const { return in_; }
   uint32_t in_pad() const { return in_pad_; }
   uint32_t group() const { return group_; }
   uint32_t groups() const { return groups_; }
+  ActPrecision precision() const { return precision_; }
+  bool two_level() const { return precision_ == ActPrecision::kInt8x2; }
 
+  // Level 0 (q1) or 1 (q2, only when two_level()).
   // Natural order: q[k] for k < in_pad, zero up to a multiple of 64.
-  const int8_t* natural(uint32_t t) const { return base(t) + natural_off_; }
+  const int8_t* natural(uint32_t t, int level = 0) const { return base(t) + off_[level][0]; }
   // 2-bit order: per 256-code chunk, 4 runs of 64 bytes; code 16m + 4b + s of the chunk
   // sits at s * 64 + 4m + b (what the s-th 2-bit field of packed byte 4m + b multiplies).
-  const int8_t* perm2(uint32_t t) const { return base(t) + perm2_off_; }
+  const int8_t* perm2(uint32_t t, int level = 0) const { return base(t) + off_[level][1]; }
   // 4-bit order: per 128-code chunk, 2 runs of 64 bytes; code 2j + s sits at s * 64 + j.
-  const int8_t* perm4(uint32_t t) const { return base(t) + perm4_off_; }
-  // Dequantized activation = q * scale (scale already includes 1/sqrt(group)).
+  const int8_t* perm4(uint32_t t, int level = 0) const { return base(t) + off_[level][2]; }
+  // Dequantized activation = (q1 [+ q2 / 128]) * scale (scale includes 1/sqrt(group)).
   const float* scale(uint32_t t) const { return reinterpret_cast<const float*>(base(t) + scale_off_); }
-  const int32_t* sum(uint32_t t) const { return reinterpret_cast<const int32_t*>(base(t) + sum_off_); }
+  const int32_t* sum(uint32_t t, int level = 0) const {
+    return reinterpret_cast<const int32_t*>(base(t) + sum_off_[level]);
+  }
 
-  int8_t* mutable_natural(uint32_t t) { return base(t) + natural_off_; }
-  int8_t* mutable_perm2(uint32_t t) { return base(t) + perm2_off_; }
-  int8_t* mutable_perm4(uint32_t t) { return base(t) + perm4_off_; }
+  int8_t* mutable_natural(uint32_t t, int level = 0) { return base(t) + off_[level][0]; }
+  int8_t* mutable_perm2(uint32_t t, int level = 0) { return base(t) + off_[level][1]; }
+  int8_t* mutable_perm4(uint32_t t, int level = 0) { return base(t) + off_[level][2]; }
   float* mutable_scale(uint32_t t) { return reinterpret_cast<float*>(base(t) + scale_off_); }
-  int32_t* mutable_sum(uint32_t t) { return reinterpret_cast<int32_t*>(base(t) + sum_off_); }
+  int32_t* mutable_sum(uint32_t t, int level = 0) {
+    return reinterpret_cast<int32_t*>(base(t) + sum_off_[level]);
+  }
 
  private:
   int8_t* base(uint32_t t) const { return storage_.get() + size_t(t) * stride_; }
   struct Free { void operator()(int8_t* p) const; };
   std::unique_ptr<int8_t[], Free> storage_;
   size_t capacity_ = 0, stride_ = 0;
-  size_t natural_off_ = 0, perm2_off_ = 0, perm4_off_ = 0, scale_off_ = 0, sum_off_ = 0;
+  size_t off_[2][3] = {}, scale_off_ = 0, sum_off_[2] = {};
   uint32_t tokens_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0;
+  ActPrecision precision_ = ActPrecision::kInt8;
 };
 
 // x: `tokens` rows of `in` floats, row stride x_stride floats. Rotates each group with the
 // orthonormal FWHT, quantizes: amax = max|u| over the group (u = unnormalised transform);
-// q = clamp(nearbyint(u * (127 / amax)), -127, 127); scale = amax * (1 / (127 sqrt(group))).
-// An all-zero group has q = 0, scale = 0. Threads over tokens when there are many.
+// p = u * (127 / amax); q1 = clamp(nearbyint(p), -127, 127); with kInt8x2
+// q2 = clamp(nearbyint((p - q1) * 128), -127, 127); scale = amax * (1 / (127 sqrt(group))).
+// An all-zero group has q = 0, scale = 0; a group with a NaN/inf has q = 0, scale = NaN.
+// Threads over tokens when there are many (and not already in a parallel region).
 void PrepareActivations(const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
-                        uint32_t group, ActivationBatch* out);
+                        uint32_t group, ActivationBatch* out,
+                        ActPrecision precision = ActPrecision::kInt8);
 void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_stride, uint32_t in,
-                        uint32_t group, ActivationBatch* out);
+                        uint32_t group, ActivationBatch* out,
+                        ActPrecision precision = ActPrecision::kInt8);
+// Prepares token t of an already Reset batch (callers that share tokens out themselves).
+void PrepareToken(const float* x, ActivationBatch* out, uint32_t t);
 
 // ---------------------------------------------------------------- products
 // y[r] for rows [row_begin, row_end) of token t (y indexed by absolute row). Any range
@@ -155,8 +183,13 @@ void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint
                 uint32_t row_begin, uint32_t row_end, float* y);
 void MatMatRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                 uint32_t row_end, float* y, size_t y_stride);
-// The exact int32 group dot products dot[r - row_begin][g] = sum_k cb_int8[code] * q[k]
-// (what every kernel computes before scaling). For the SIMD == scalar tests.
+// The exact int32 group dot products dot[r - row_begin][g] (what every kernel computes
+// before scaling): with M = 128 when the batch is two-level or the codebook has a
+// residual, else 1,
+//   D = M * sum_k hi[code_k] q1_k + [two-level] sum_k hi[code_k] q2_k
+//       + [codebook residual] sum_k lo[code_k] q1_k,
+// and the output adds float(norm) * (act_scale * (cb_scale / M)) * float(D) per group.
+// For the SIMD == scalar tests.
 void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                uint32_t row_begin, uint32_t row_end, int32_t* dots);
 

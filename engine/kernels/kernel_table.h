@@ -24,10 +24,12 @@ const KernelTable& AvxVnniTable();
 const KernelTable& Avx512Table();
 
 // Shared portable pieces.
-// Builds perm2/perm4 from the natural layout of token t (scalar; the reference layout).
-void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t);
-// Per group g: gs[g] = scale[g] * cb_scale (the product every kernel uses).
-void GroupScales(const ActivationBatch& a, uint32_t t, float cb_scale, float* gs);
+// Builds perm2/perm4 of one level from its natural layout (scalar; the reference layout).
+void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t, int level);
+// M of the combined dot (cq_kernels.h GroupDots): 128 with a second level, else 1.
+uint32_t DotMultiplier(const ActivationBatch& a, const CqKernelMatrix& m);
+// Per group g: gs[g] = scale[g] * (cb_scale / M) (the product every kernel uses).
+void GroupScales(const ActivationBatch& a, uint32_t t, const CqKernelMatrix& m, float* gs);
 // 1 / (127 * sqrt(group)) as float, computed the same way everywhere.
 float ActScaleFactor(uint32_t group);
 // FP16 norms of rows r0..r0+15 as [group][16] (zero past the matrix): the panel itself when

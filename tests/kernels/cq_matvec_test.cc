@@ -29,10 +29,11 @@ struct Case {
   CqKernelMatrix m;
 };
 
-Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng) {
+Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng,
+              bool cb_residual = false) {
   RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
   std::vector<float> cb = OfficialCodebook(bits, group);
-  Int8Codebook cb8 = MakeInt8Codebook(cb, bits).value();
+  Int8Codebook cb8 = MakeInt8Codebook(cb, bits, cb_residual && bits != 5).value();
   auto m = CqKernelMatrix::Create(cq.blob, out, in, group, bits, cb8);
   EXPECT_TRUE(m.ok()) << m.status();
   return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
@@ -49,45 +50,66 @@ std::vector<Dims> DimsFor(uint32_t group) {
 const uint32_t kBits[] = {2, 3, 4, 5};
 const uint32_t kGroups[] = {32, 64, 128, 256, 512};
 
+// Precision modes: int8 activations or two-level (q1 + q2/128); codebook with or without
+// its residual (lo). Every kernel handles the four combinations.
+struct Mode { ActPrecision act; bool cb_residual; };
+const Mode kModes[] = {{ActPrecision::kInt8, false}, {ActPrecision::kInt8x2, false},
+                       {ActPrecision::kInt8, true}, {ActPrecision::kInt8x2, true}};
+std::string ModeName(Mode m) {
+  return std::string(m.act == ActPrecision::kInt8x2 ? "int8x2" : "int8") +
+         (m.cb_residual ? "+cblo" : "");
+}
+
 TEST(CqKernels, GroupDotsMatchOracleOnEveryIsa) {
   std::mt19937 rng(1);
-  for (uint32_t bits : kBits)
-    for (uint32_t group : kGroups)
-      for (Dims d : DimsFor(group)) {
-        Case c = MakeCase(d.out, d.in, group, bits, rng);
-        std::vector<float> x = RandomVector(d.in, rng);
-        ActivationBatch a;
-        PrepareActivations(Isa::kScalar, x.data(), 1, d.in, d.in, group, &a);
-        const uint32_t G = c.m.groups(), ip = c.m.in_pad();
-        std::vector<int32_t> oracle(size_t(d.out) * G, 0);
-        for (uint32_t r = 0; r < d.out; ++r)
-          for (uint32_t k = 0; k < ip; ++k)
-            oracle[size_t(r) * G + k / group] +=
-                int32_t(c.cb8.value[c.cq.codes[size_t(r) * ip + k]]) * a.natural(0)[k];
-        for (Isa isa : SupportedIsas()) {
-          std::vector<int32_t> dots(oracle.size(), -1);
-          GroupDots(isa, c.m, a, 0, 0, d.out, dots.data());
-          ASSERT_EQ(dots, oracle) << IsaName(isa) << " bits " << bits << " group " << group
-                                  << " [" << d.out << "," << d.in << "]";
+  for (Mode mode : kModes)
+    for (uint32_t bits : kBits)
+      for (uint32_t group : kGroups)
+        for (Dims d : DimsFor(group)) {
+          Case c = MakeCase(d.out, d.in, group, bits, rng, mode.cb_residual);
+          std::vector<float> x = RandomVector(d.in, rng);
+          ActivationBatch a;
+          PrepareActivations(Isa::kScalar, x.data(), 1, d.in, d.in, group, &a, mode.act);
+          const uint32_t G = c.m.groups(), ip = c.m.in_pad();
+          // D = M * sum hi q1 + [two-level] sum hi q2 + [residual] sum lo q1.
+          const bool two = mode.act == ActPrecision::kInt8x2, lo = c.cb8.has_lo;
+          const int64_t M = two || lo ? 128 : 1;
+          std::vector<int64_t> d1(size_t(d.out) * G, 0), d2(d1.size(), 0);
+          for (uint32_t r = 0; r < d.out; ++r)
+            for (uint32_t k = 0; k < ip; ++k) {
+              const uint32_t code = c.cq.codes[size_t(r) * ip + k];
+              const size_t o = size_t(r) * G + k / group;
+              d1[o] += int64_t(c.cb8.value[code]) * a.natural(0, 0)[k];
+              if (two) d2[o] += int64_t(c.cb8.value[code]) * a.natural(0, 1)[k];
+              if (lo) d2[o] += int64_t(c.cb8.lo[code]) * a.natural(0, 0)[k];
+            }
+          std::vector<int32_t> oracle(d1.size());
+          for (size_t i = 0; i < d1.size(); ++i) oracle[i] = int32_t(M * d1[i] + d2[i]);
+          for (Isa isa : SupportedIsas()) {
+            std::vector<int32_t> dots(oracle.size(), -1);
+            GroupDots(isa, c.m, a, 0, 0, d.out, dots.data());
+            ASSERT_EQ(dots, oracle) << IsaName(isa) << " " << ModeName(mode) << " bits " << bits
+                                    << " group " << group << " [" << d.out << "," << d.in << "]";
+          }
         }
-      }
 }
 
 TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
   std::mt19937 rng(2);
+  for (Mode mode : kModes)
   for (uint32_t bits : kBits)
     for (uint32_t group : kGroups)
       for (Dims d : DimsFor(group)) {
-        Case c = MakeCase(d.out, d.in, group, bits, rng);
+        Case c = MakeCase(d.out, d.in, group, bits, rng, mode.cb_residual);
         const uint32_t T = 5;
         std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
         ActivationBatch a;
-        PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a);
+        PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a, mode.act);
         std::vector<float> ref(size_t(T) * d.out);
         for (uint32_t t = 0; t < T; ++t)
           MatVecRows(Isa::kScalar, c.m, a, t, 0, d.out, ref.data() + size_t(t) * d.out);
         for (Isa isa : SupportedIsas()) {
-          std::string what = std::string(IsaName(isa)) + " bits " + std::to_string(bits) +
+          std::string what = std::string(IsaName(isa)) + " " + ModeName(mode) + " bits " + std::to_string(bits) +
                              " group " + std::to_string(group) + " [" + std::to_string(d.out) +
                              "," + std::to_string(d.in) + "]";
           // MatVec over the whole range and over 16-aligned row splits.
@@ -123,28 +145,34 @@ TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
 }
 
 // |y_kernel - y_fp32| <= sum_g norm_g * sum_i (|a_i| * cb_step/2 + |cb_i| * act_step_g/2),
-// where a = the int8 activation times its scale (|a_i| <= |u_i| + act_step/2): the exact
-// error of replacing both factors by their int8 roundings, plus 1e-5 of the magnitude for
-// float rounding. Also prints the observed relative L2 error for Gaussian inputs.
+// where a = the quantized activation (|a_i| <= |u_i| + act_step/2) and the steps are those
+// of the mode (int8: scale; two-level: scale/128; codebook residual: cb_scale/128): the
+// exact error of replacing both factors by their roundings, plus 1e-5 of the magnitude
+// for float rounding (the dropped lo*q2/128^2 term is below the two-level steps). Also
+// prints the observed relative L2 error for Gaussian inputs.
 TEST(CqKernels, ScalarMatchesFp32DequantizeOracle) {
   std::mt19937 rng(3);
+  for (Mode mode : {kModes[0], kModes[3]})
   for (uint32_t bits : kBits)
     for (uint32_t group : {32u, 128u, 512u}) {
       const uint32_t out = 24, in = 2 * group + group / 2;
-      Case c = MakeCase(out, in, group, bits, rng);
+      Case c = MakeCase(out, in, group, bits, rng, mode.cb_residual);
       std::vector<float> x = RandomVector(in, rng);
       ActivationBatch a;
-      PrepareActivations(Isa::kScalar, x.data(), 1, in, in, group, &a);
+      PrepareActivations(Isa::kScalar, x.data(), 1, in, in, group, &a, mode.act);
       std::vector<float> y(out);
       MatVecRows(Isa::kScalar, c.m, a, 0, 0, out, y.data());
       const uint32_t G = c.m.groups(), ip = c.m.in_pad();
-      const double isq = 1.0 / std::sqrt(double(group)), cb_step = c.cb8.scale;
+      // Rounding steps: int8 -> 1 unit, with the residual level -> 1/128 of a unit.
+      const double act_unit = mode.act == ActPrecision::kInt8x2 ? 1.0 / 128 : 1.0;
+      const double isq = 1.0 / std::sqrt(double(group)),
+                   cb_step = c.cb8.scale * (c.cb8.has_lo ? 1.0 / 128 : 1.0);
       double err2 = 0, ref2 = 0;
       for (uint32_t r = 0; r < out; ++r) {
         double ref = 0, bound = 0, mag = 0;
         for (uint32_t g = 0; g < G; ++g) {
           const double norm = HalfValue(c.cq.norms[size_t(r) * G + g]);
-          const double act_step = a.scale(0)[g];
+          const double act_step = a.scale(0)[g] * act_unit;
           // Dequantized weight row (codebook * norm) @ H, then dot with x.
           std::vector<double> w(group, 0.0);
           for (uint32_t i = 0; i < group; ++i) {
@@ -166,15 +194,18 @@ TEST(CqKernels, ScalarMatchesFp32DequantizeOracle) {
             u_abs_sum += std::fabs(ui * cbi);
           }
           mag += norm * u_abs_sum;
+          // The dropped lo * q2 / 128^2 term (|lo|, |q2| <= 64).
+          if (mode.act == ActPrecision::kInt8x2 && c.cb8.has_lo)
+            bound += norm * group * (64.0 * 64.0 / 16384.0) * c.cb8.scale * a.scale(0)[g];
         }
         EXPECT_LE(std::fabs(y[r] - ref), bound * (1 + 1e-6) + 1e-5 * mag)
             << "bits " << bits << " group " << group << " row " << r;
         err2 += (y[r] - ref) * (y[r] - ref);
         ref2 += ref * ref;
       }
-      std::printf("  bits %u group %u: relative L2 error vs FP32 oracle %.3f%%\n", bits, group,
-                  100 * std::sqrt(err2 / ref2));
-      EXPECT_LT(std::sqrt(err2 / ref2), 0.03);
+      std::printf("  %s bits %u group %u: relative L2 error vs FP32 oracle %.4f%%\n",
+                  ModeName(mode).c_str(), bits, group, 100 * std::sqrt(err2 / ref2));
+      EXPECT_LT(std::sqrt(err2 / ref2), mode.act == ActPrecision::kInt8x2 ? 0.001 : 0.03);
     }
 }
 

@@ -108,21 +108,52 @@ TEST(Prepare, PermutedLayoutsFollowTheirDefinitions) {
 
 TEST(Prepare, AllIsasProduceIdenticalBytes) {
   std::mt19937 rng(11);
-  for (const Shape& s : kShapes) {
-    const uint32_t tokens = 3;
-    std::vector<float> x = RandomVector(size_t(s.in) * tokens, rng, 3.0);
-    ActivationBatch ref;
-    PrepareActivations(Isa::kScalar, x.data(), tokens, s.in, s.in, s.group, &ref);
-    for (Isa isa : SupportedIsas()) {
-      ActivationBatch a;
-      PrepareActivations(isa, x.data(), tokens, s.in, s.in, s.group, &a);
-      for (uint32_t t = 0; t < tokens; ++t) {
-        EXPECT_EQ(0, std::memcmp(a.natural(t), ref.natural(t), (a.in_pad() + 63) / 64 * 64)) << IsaName(isa);
-        EXPECT_EQ(0, std::memcmp(a.perm2(t), ref.perm2(t), (a.in_pad() + 255) / 256 * 256)) << IsaName(isa);
-        EXPECT_EQ(0, std::memcmp(a.perm4(t), ref.perm4(t), (a.in_pad() + 127) / 128 * 128)) << IsaName(isa);
-        EXPECT_EQ(0, std::memcmp(a.scale(t), ref.scale(t), a.groups() * 4)) << IsaName(isa);
-        EXPECT_EQ(0, std::memcmp(a.sum(t), ref.sum(t), a.groups() * 4)) << IsaName(isa);
+  for (ActPrecision p : {ActPrecision::kInt8, ActPrecision::kInt8x2})
+    for (const Shape& s : kShapes) {
+      const uint32_t tokens = 3;
+      const int levels = p == ActPrecision::kInt8x2 ? 2 : 1;
+      std::vector<float> x = RandomVector(size_t(s.in) * tokens, rng, 3.0);
+      ActivationBatch ref;
+      PrepareActivations(Isa::kScalar, x.data(), tokens, s.in, s.in, s.group, &ref, p);
+      for (Isa isa : SupportedIsas()) {
+        ActivationBatch a;
+        PrepareActivations(isa, x.data(), tokens, s.in, s.in, s.group, &a, p);
+        for (uint32_t t = 0; t < tokens; ++t) {
+          for (int l = 0; l < levels; ++l) {
+            EXPECT_EQ(0, std::memcmp(a.natural(t, l), ref.natural(t, l), (a.in_pad() + 63) / 64 * 64)) << IsaName(isa);
+            EXPECT_EQ(0, std::memcmp(a.perm2(t, l), ref.perm2(t, l), (a.in_pad() + 255) / 256 * 256)) << IsaName(isa);
+            EXPECT_EQ(0, std::memcmp(a.perm4(t, l), ref.perm4(t, l), (a.in_pad() + 127) / 128 * 128)) << IsaName(isa);
+            EXPECT_EQ(0, std::memcmp(a.sum(t, l), ref.sum(t, l), a.groups() * 4)) << IsaName(isa);
+          }
+          EXPECT_EQ(0, std::memcmp(a.scale(t), ref.scale(t), a.groups() * 4)) << IsaName(isa);
+        }
       }
+    }
+}
+
+TEST(Prepare, TwoLevelResidualRefinesToASixteenthOfAPercent) {
+  // q1 + q2/128 approximates u * 127 / amax within 1/256 (+ float rounding), and q1 is the
+  // same as the single-level quantization.
+  std::mt19937 rng(13);
+  for (const Shape& s : kShapes) {
+    std::vector<float> x = RandomVector(s.in, rng);
+    ActivationBatch one, two;
+    PrepareActivations(Isa::kScalar, x.data(), 1, s.in, s.in, s.group, &one);
+    PrepareActivations(Isa::kScalar, x.data(), 1, s.in, s.in, s.group, &two, ActPrecision::kInt8x2);
+    ASSERT_TRUE(two.two_level());
+    EXPECT_EQ(0, std::memcmp(one.natural(0), two.natural(0, 0), one.in_pad()));
+    for (uint32_t g = 0; g < two.groups(); ++g) {
+      std::vector<double> u = DenseRotate(x, s.in, g * s.group, s.group);
+      double amax = 0;
+      for (double v : u) amax = std::max(amax, std::fabs(v));
+      int32_t sum2 = 0;
+      for (uint32_t i = 0; i < s.group; ++i) {
+        const int q1 = two.natural(0, 0)[g * s.group + i], q2 = two.natural(0, 1)[g * s.group + i];
+        EXPECT_LE(std::abs(q2), 64);
+        EXPECT_NEAR(q1 + q2 / 128.0, u[i] * 127.0 / amax, 1.0 / 256 + 1e-4);
+        sum2 += q2;
+      }
+      EXPECT_EQ(two.sum(0, 1)[g], sum2);
     }
   }
 }

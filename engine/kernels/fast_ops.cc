@@ -1,0 +1,119 @@
+// Scalar definitions of the fast-path numeric kernels (fast_ops.h) and their dispatch.
+#include "engine/kernels/fast_ops.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/fast_ops_table.h"
+
+namespace cact::kernels {
+namespace internal {
+namespace {
+
+inline float ExpOne(float x) {
+  if (x != x) return x;
+  x = x < kExpLo ? kExpLo : x;
+  x = x > kExpHi ? kExpHi : x;
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float p = kExpC[6];
+  for (int k = 5; k >= 0; --k) p = std::fma(p, r, kExpC[k]);
+  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;
+  float s;
+  std::memcpy(&s, &bits, 4);
+  return p * s;
+}
+
+void ExpScalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = ExpOne(x[i]);
+}
+void SigmoidScalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = 1.f / (1.f + ExpOne(-x[i]));
+}
+void SiluScalar(float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) x[i] = x[i] / (1.f + ExpOne(-x[i]));
+}
+
+void FwhtScalar(float* x, uint32_t n) {
+  for (uint32_t h = 1; h < n; h <<= 1)
+    for (uint32_t i = 0; i < n; i += 2 * h)
+      for (uint32_t j = i; j < i + h; ++j) {
+        float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+  const float s = 1.0f / float(std::sqrt(double(n)));
+  for (uint32_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                  const float* key_scale, const int8_t* values, const float* value_scale,
+                  uint32_t hd, const float* q, uint32_t n_q, float* out, float* scratch) {
+  const uint32_t total = runs.total();
+  const float inv_sqrt = 1.0f / std::sqrt(float(hd));
+  for (uint32_t i = 0; i < n_q; ++i) {
+    const float* qi = q + size_t(i) * hd;
+    float* s = scratch + size_t(i) * total;
+    float* oi = out + size_t(i) * hd;
+    for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
+    if (total == 0) continue;
+    uint32_t idx = 0;
+    for (int k = 0; k < runs.n; ++k)
+      for (uint32_t j = 0; j < runs.count[k]; ++j) {
+        const size_t r = runs.start[k] + j;
+        float acc = 0.f;
+        for (uint32_t c = 0; c < hd; ++c) acc = std::fma(qi[c], float(keys_t[c * row_stride + r]), acc);
+        s[idx++] = acc * (key_scale[r] * inv_sqrt);
+      }
+    float m = s[0];
+    for (uint32_t t = 1; t < total; ++t) m = s[t] > m ? s[t] : m;
+    float part[16] = {};
+    for (uint32_t t = 0; t < total; ++t) {
+      s[t] = ExpOne(s[t] - m);
+      part[t % 16] += s[t];
+    }
+    for (uint32_t h = 8; h >= 1; h /= 2)
+      for (uint32_t j = 0; j < h; ++j) part[j] += part[j + h];
+    const float inv = 1.f / part[0];
+    idx = 0;
+    for (int k = 0; k < runs.n; ++k)
+      for (uint32_t j = 0; j < runs.count[k]; ++j) {
+        const size_t r = runs.start[k] + j;
+        const float w = (s[idx++] * inv) * value_scale[r];
+        const int8_t* v = values + r * hd;
+        for (uint32_t c = 0; c < hd; ++c) oi[c] = std::fma(w, float(v[c]), oi[c]);
+      }
+  }
+}
+
+}  // namespace
+
+const FastOpsTable& ScalarFastOps() {
+  static const FastOpsTable t = {ExpScalar, SigmoidScalar, SiluScalar, FwhtScalar, AttendScalar};
+  return t;
+}
+
+}  // namespace internal
+
+namespace {
+const internal::FastOpsTable& Ops() {
+  return ActiveIsa() == Isa::kAvx512 ? internal::Avx512FastOps() : internal::ScalarFastOps();
+}
+}  // namespace
+
+float Exp(float x) { return internal::ExpOne(x); }
+void ExpInPlace(float* x, size_t n) { Ops().exp(x, n); }
+void SigmoidInPlace(float* x, size_t n) { Ops().sigmoid(x, n); }
+void SiluInPlace(float* x, size_t n) { Ops().silu(x, n); }
+void FwhtOrthonormal(float* x, uint32_t n) { Ops().fwht(x, n); }
+void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                const float* key_scale, const int8_t* values, const float* value_scale,
+                uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch) {
+  const auto& ops = head_dim <= 256 ? Ops() : internal::ScalarFastOps();
+  ops.attend(runs, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, n_q, out,
+               scratch);
+}
+
+}  // namespace cact::kernels

@@ -1,0 +1,49 @@
+// The fast path's non-matrix numeric kernels: int8 attention, exp/sigmoid/SiLU and the
+// orthonormal FWHT. Each dispatches on ActiveIsa() and gives bit-identical results on
+// every ISA (same operations in the same order; the scalar code is the definition).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace cact::kernels {
+
+// exp(x) for float: range reduction by ln 2 (Cody-Waite, two constants), degree-6
+// polynomial, scaling by 2^n; about 1 ulp. Inputs are clamped to [-87.3, 88.3] (so tiny
+// results are ~1e-38, not denormals or 0); NaN stays NaN.
+float Exp(float x);
+void ExpInPlace(float* x, size_t n);
+// x <- 1 / (1 + Exp(-x)).
+void SigmoidInPlace(float* x, size_t n);
+// x <- x / (1 + Exp(-x)).
+void SiluInPlace(float* x, size_t n);
+// Orthonormal FWHT (butterflies h = 1, 2, 4, ..., then times float(1/sqrt(n))): the same
+// bits as quant/fwht.h FwhtOrthonormal. n is a power of two >= 16.
+void FwhtOrthonormal(float* x, uint32_t n);
+
+// Visible KV rows of one attention query as up to three runs of row indices.
+struct AttentionRuns {
+  size_t start[3] = {0, 0, 0};
+  uint32_t count[3] = {0, 0, 0};
+  int n = 0;
+  void Add(size_t s, uint32_t c) {
+    start[n] = s;
+    count[n] = c;
+    ++n;
+  }
+  uint32_t total() const { return count[0] + count[1] + count[2]; }
+};
+
+// Attention of n_q query heads over int8 keys/values of one KV head.
+//   keys_t: int8 keys transposed, element (c, r) at keys_t[c * row_stride + r];
+//   values: int8 values, row r at values[r * head_dim]; key_scale/value_scale per row r.
+// For each query head i (q + i * head_dim), over the rows of `runs` in order:
+//   s_r = dot(q_i, key_r) * (key_scale[r] * (1 / sqrt(head_dim))), the dot an fma chain
+//         over c = 0..head_dim-1;
+//   p_r = Exp(s_r - max_r s_r); sum = sum_r p_r (16 strided partial sums, then a fixed tree);
+//   out_i = sum_r ((p_r * (1 / sum)) * value_scale[r]) * value_r (fma chain over r).
+// scratch: runs.total() floats per query head.
+void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                const float* key_scale, const int8_t* values, const float* value_scale,
+                uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch);
+
+}  // namespace cact::kernels

@@ -1,0 +1,156 @@
+// AVX-512 versions of the fast-path numeric kernels: the same operations as the scalar
+// definitions in fast_ops.cc, lane by lane, so the results are bit-identical.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+
+#include "engine/kernels/fast_ops_table.h"
+
+namespace cact::kernels::internal {
+namespace {
+
+inline __m512 Exp16(__m512 x) {
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  __m512 y = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(kExpLo)), _mm512_set1_ps(kExpHi));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(kLog2e)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), y);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kExpC[6]);
+  for (int k = 5; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC[k]));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mask_mov_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(bits)), nan, x);
+}
+
+template <typename F>
+inline void Map(float* x, size_t n, F f) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, f(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 k = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(x + i, k, f(_mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+
+void ExpV(float* x, size_t n) { Map(x, n, Exp16); }
+inline __m512 Negate(__m512 v) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
+}
+void SigmoidV(float* x, size_t n) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  Map(x, n, [&](__m512 v) { return _mm512_div_ps(one, _mm512_add_ps(one, Exp16(Negate(v)))); });
+}
+void SiluV(float* x, size_t n) {
+  const __m512 one = _mm512_set1_ps(1.f);
+  Map(x, n, [&](__m512 v) { return _mm512_div_ps(v, _mm512_add_ps(one, Exp16(Negate(v)))); });
+}
+
+void FwhtV(float* x, uint32_t n) {
+  const __m512 s1 = _mm512_setr_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
+  const __m512 s2 = _mm512_setr_ps(1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1);
+  const __m512 s4 = _mm512_setr_ps(1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1);
+  const __m512 s8 = _mm512_setr_ps(1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1);
+  for (uint32_t i = 0; i < n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    v = _mm512_fmadd_ps(v, s1, _mm512_permute_ps(v, 0xB1));
+    v = _mm512_fmadd_ps(v, s2, _mm512_permute_ps(v, 0x4E));
+    v = _mm512_fmadd_ps(v, s4, _mm512_shuffle_f32x4(v, v, 0xB1));
+    v = _mm512_fmadd_ps(v, s8, _mm512_shuffle_f32x4(v, v, 0x4E));
+    _mm512_storeu_ps(x + i, v);
+  }
+  for (uint32_t h = 16; h < n; h <<= 1)
+    for (uint32_t i = 0; i < n; i += 2 * h)
+      for (uint32_t j = i; j < i + h; j += 16) {
+        __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + j + h);
+        _mm512_storeu_ps(x + j, _mm512_add_ps(a, b));
+        _mm512_storeu_ps(x + j + h, _mm512_sub_ps(a, b));
+      }
+  const __m512 s = _mm512_set1_ps(1.0f / float(std::sqrt(double(n))));
+  for (uint32_t i = 0; i < n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
+}
+
+inline __m512 LoadI8(const int8_t* p, __mmask16 k) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, p)));
+}
+
+void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+             const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
+             const float* q, uint32_t n_q, float* out, float* scratch) {
+  const uint32_t total = runs.total();
+  const float inv_sqrt = 1.0f / std::sqrt(float(hd));
+  const uint32_t nvec = (hd + 15) / 16;
+  const __mmask16 last = __mmask16(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
+  for (uint32_t i0 = 0; i0 < n_q; i0 += 2) {
+    const uint32_t nh = n_q - i0 >= 2 ? 2 : 1;
+    // Scores, 16 rows at a time, lanes = rows.
+    uint32_t idx = 0;
+    for (int k = 0; k < runs.n; ++k)
+      for (uint32_t j = 0; j < runs.count[k]; j += 16) {
+        const uint32_t cnt = runs.count[k] - j < 16 ? runs.count[k] - j : 16;
+        const __mmask16 m = __mmask16((1u << cnt) - 1);
+        const size_t r0 = runs.start[k] + j;
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        const float* q0 = q + size_t(i0) * hd;
+        const float* q1 = q0 + hd;
+        for (uint32_t c = 0; c < hd; ++c) {
+          const __m512 kv = LoadI8(keys_t + c * row_stride + r0, m);
+          a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[c]), kv, a0);
+          if (nh == 2) a1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[c]), kv, a1);
+        }
+        const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), _mm512_set1_ps(inv_sqrt));
+        _mm512_mask_storeu_ps(scratch + size_t(i0) * total + idx, m, _mm512_mul_ps(a0, t));
+        if (nh == 2) _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + idx, m, _mm512_mul_ps(a1, t));
+        idx += cnt;
+      }
+    for (uint32_t i = i0; i < i0 + nh; ++i) {
+      float* s = scratch + size_t(i) * total;
+      float* oi = out + size_t(i) * hd;
+      for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
+      if (total == 0) continue;
+      // Max (exact in any order), exp, 16 strided partial sums, fixed tree.
+      __m512 mv = _mm512_set1_ps(s[0]);
+      for (uint32_t t = 0; t < total; t += 16) {
+        const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
+        mv = _mm512_mask_max_ps(mv, m, _mm512_maskz_loadu_ps(m, s + t), mv);
+      }
+      const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+      __m512 part = _mm512_setzero_ps();
+      for (uint32_t t = 0; t < total; t += 16) {
+        const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
+        const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), mx));
+        _mm512_mask_storeu_ps(s + t, m, e);
+        part = _mm512_mask_add_ps(part, m, part, e);
+      }
+      part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0x4E));
+      part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0xB1));
+      part = _mm512_add_ps(part, _mm512_permute_ps(part, 0x4E));
+      part = _mm512_add_ps(part, _mm512_permute_ps(part, 0xB1));
+      const float inv = 1.f / _mm512_cvtss_f32(part);
+      // Weighted values: lanes = dimensions, fma chain over rows in order.
+      __m512 acc[16];
+      for (uint32_t v = 0; v < nvec; ++v) acc[v] = _mm512_setzero_ps();
+      uint32_t id = 0;
+      for (int k = 0; k < runs.n; ++k)
+        for (uint32_t j = 0; j < runs.count[k]; ++j) {
+          const size_t r = runs.start[k] + j;
+          const __m512 w = _mm512_set1_ps((s[id++] * inv) * value_scale[r]);
+          const int8_t* vr = values + r * hd;
+          for (uint32_t v = 0; v < nvec; ++v)
+            acc[v] = _mm512_fmadd_ps(w, LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF), acc[v]);
+        }
+      for (uint32_t v = 0; v < nvec; ++v)
+        _mm512_mask_storeu_ps(oi + 16 * v, v + 1 == nvec ? last : 0xFFFF, acc[v]);
+    }
+  }
+}
+
+}  // namespace
+
+const FastOpsTable& Avx512FastOps() {
+  static const FastOpsTable t = {ExpV, SigmoidV, SiluV, FwhtV, AttendV};
+  return t;
+}
+
+}  // namespace cact::kernels::internal

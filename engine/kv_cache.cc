@@ -1,0 +1,120 @@
+#include "engine/kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+
+#include "engine/kernels/fast_ops.h"
+
+namespace cact {
+namespace {
+
+// One absmax/127 scale per vector, round to nearest even, clamp to [-127, 127].
+void QuantizeRow(const float* x, uint32_t n, int8_t* q, float* scale) {
+  float amax = 0.f;
+  bool finite = true;
+  for (uint32_t i = 0; i < n; ++i) {
+    float a = std::fabs(x[i]);
+    if (!(a <= std::numeric_limits<float>::max())) finite = false;
+    amax = a > amax ? a : amax;
+  }
+  if (!finite || amax == 0.f) {
+    for (uint32_t i = 0; i < n; ++i) q[i] = 0;
+    *scale = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const float inv = 127.f / amax;
+  for (uint32_t i = 0; i < n; ++i)
+    q[i] = int8_t(std::clamp(std::nearbyint(x[i] * inv), -127.f, 127.f));
+  *scale = amax / 127.f;
+}
+
+}  // namespace
+
+KvCache::KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, AttentionWindow attn,
+                 uint32_t max_seq_len, uint32_t slack)
+    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), attn_(attn) {
+  sink_rows_ = std::min(attn.sink, max_seq_len);
+  const uint32_t rest = max_seq_len - sink_rows_;
+  ring_rows_ = attn.window == 0 ? rest : std::min(rest, attn.window + slack);
+  ring_rows_ = std::max(ring_rows_, 1u);
+  const size_t n = size_t(layers) * kv_heads * rows();
+  keys_.assign(n * head_dim, 0);
+  values_.assign(n * head_dim, 0);
+  key_scale_.assign(n, 0.f);
+  value_scale_.assign(n, 0.f);
+  Reset();
+}
+
+void KvCache::Reset() { newest_.assign(size_t(layers_) * kv_heads_, -1); }
+
+size_t KvCache::bytes() const {
+  return keys_.size() + values_.size() + 4 * (key_scale_.size() + value_scale_.size());
+}
+
+uint32_t KvCache::Slot(uint32_t pos) const {
+  return pos < sink_rows_ ? pos : sink_rows_ + (pos - sink_rows_) % ring_rows_;
+}
+
+bool KvCache::Holds(uint32_t l, uint32_t pos) const {
+  const int64_t newest = newest_[size_t(l) * kv_heads_];
+  if (int64_t(pos) > newest) return false;
+  return pos < sink_rows_ || newest - int64_t(pos) < int64_t(ring_rows_);
+}
+
+void KvCache::Store(uint32_t l, uint32_t h, uint32_t pos, const float* key, const float* value) {
+  const uint32_t slot = Slot(pos);
+  const size_t r = RowIndex(l, h, slot);
+  int8_t kq[512];
+  QuantizeRow(key, head_dim_, kq, &key_scale_[r]);
+  int8_t* kt = &keys_[KeyBlock(l, h) + slot];
+  for (uint32_t c = 0; c < head_dim_; ++c) kt[size_t(c) * rows()] = kq[c];
+  QuantizeRow(value, head_dim_, &values_[r * head_dim_], &value_scale_[r]);
+  int64_t& newest = newest_[size_t(l) * kv_heads_ + h];
+  newest = std::max(newest, int64_t(pos));
+}
+
+void KvCache::KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {
+  const uint32_t slot = Slot(pos);
+  *scale = key_scale_[RowIndex(l, h, slot)];
+  for (uint32_t c = 0; c < head_dim_; ++c) out[c] = keys_[KeyBlock(l, h) + size_t(c) * rows() + slot];
+}
+
+void KvCache::ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {
+  const size_t r = RowIndex(l, h, Slot(pos));
+  *scale = value_scale_[r];
+  for (uint32_t c = 0; c < head_dim_; ++c) out[c] = values_[r * head_dim_ + c];
+}
+
+void KvCache::Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q,
+                     float* out, float* scratch) const {
+  // Visible keys: the pinned prefix [0, min(sink, pos + 1)) and the recent run [lo, pos].
+  const uint32_t sink_end = std::min(attn_.sink, pos + 1);
+  uint32_t lo = attn_.window == 0 || pos + 1 < attn_.window ? 0 : pos + 1 - attn_.window;
+  lo = std::max(lo, sink_end);
+  const int64_t newest = newest_[size_t(l) * kv_heads_ + h];
+  if (int64_t(pos) > newest || (lo <= pos && newest - int64_t(lo) >= int64_t(ring_rows_))) {
+    std::fprintf(stderr, "KvCache::Attend: keys for query %u are not in the cache\n", pos);
+    std::abort();
+  }
+  // The visible rows as up to three contiguous slot runs (pinned, ring tail, ring head).
+  kernels::AttentionRuns runs;
+  auto add = [&](uint32_t slot, uint32_t count) {
+    if (count) runs.Add(slot, count);
+  };
+  add(0, sink_end);
+  if (lo <= pos) {
+    const uint32_t s0 = Slot(lo), n = pos - lo + 1;
+    const uint32_t first = std::min(n, sink_rows_ + ring_rows_ - s0);
+    add(s0, first);
+    add(sink_rows_, n - first);
+  }
+  const size_t base = RowIndex(l, h, 0);
+  kernels::AttendInt8(runs, &keys_[KeyBlock(l, h)], rows(), &key_scale_[base],
+                      &values_[base * head_dim_], &value_scale_[base], head_dim_, q, n_q, out,
+                      scratch);
+}
+
+}  // namespace cact

@@ -1,0 +1,76 @@
+// The fast path's int8 KV cache: per layer and KV head, keys (after RoPE) and values are
+// stored as int8 with one absmax/127 scale per vector (one position, one KV head).
+// Positions below `sink` are pinned and never leave; the others live in a ring of
+// `window + slack` rows, so memory is bounded by window + sink (+ the prefill chunk,
+// `slack`), whatever the sequence length. With window 0 (plain causal) the ring holds
+// max_seq_len rows.
+//
+// Visibility is the reference rule: key k is visible from query q iff k <= q and
+// (window == 0 or q - k < window or k < sink). The cache checks that every visible key
+// is still present (a caller feeding more than `slack` + 1 tokens at once without
+// attending would violate it).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "engine/forward.h"
+
+namespace cact {
+
+class KvCache {
+ public:
+  // slack: the most tokens whose keys are written before their queries attend (the
+  // prefill chunk size); the ring keeps window + slack rows.
+  KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, AttentionWindow attn,
+          uint32_t max_seq_len, uint32_t slack);
+
+  void Reset();
+  uint32_t layers() const { return layers_; }
+  uint32_t kv_heads() const { return kv_heads_; }
+  uint32_t head_dim() const { return head_dim_; }
+  const AttentionWindow& attn() const { return attn_; }
+  // Rows held per layer (pinned + ring).
+  uint32_t rows() const { return sink_rows_ + ring_rows_; }
+  // Bytes of the cache storage (int8 rows and their scales).
+  size_t bytes() const;
+
+  // Quantizes and stores the key and value of position `pos`, KV head `h`, layer `l`
+  // (head_dim floats each). Positions must be stored in increasing order per (l, h).
+  void Store(uint32_t l, uint32_t h, uint32_t pos, const float* key, const float* value);
+
+  // Attention of `n_q` query heads (n_q * head_dim floats, already normalised and
+  // rotated) that all read KV head `h` of layer `l`, at query position `pos`:
+  // out[i] = sum_k softmax_k(q_i . key_k / sqrt(head_dim)) value_k over visible keys k.
+  // `scratch` must hold at least rows() floats per query head.
+  void Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
+              float* scratch) const;
+
+  // Stored int8 key / value of position `pos` (head_dim values) and its scale (tests).
+  void KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const;
+  void ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const;
+  // Whether position `pos` is currently held.
+  bool Holds(uint32_t l, uint32_t pos) const;
+
+ private:
+  uint32_t Slot(uint32_t pos) const;
+  // Row index of (layer, head, slot) in the scale arrays and value rows.
+  size_t RowIndex(uint32_t l, uint32_t h, uint32_t slot) const {
+    return (size_t(l) * kv_heads_ + h) * rows() + slot;
+  }
+  // Start of the transposed key block of (layer, head): element (c, slot) at
+  // [c * rows() + slot].
+  size_t KeyBlock(uint32_t l, uint32_t h) const {
+    return (size_t(l) * kv_heads_ + h) * rows() * head_dim_;
+  }
+
+  uint32_t layers_, kv_heads_, head_dim_;
+  AttentionWindow attn_;
+  uint32_t sink_rows_ = 0, ring_rows_ = 0;
+  std::vector<int8_t> keys_;     // [layer][kv_head][head_dim][row] (transposed: lanes = rows)
+  std::vector<int8_t> values_;   // [layer][kv_head][row][head_dim]
+  std::vector<float> key_scale_, value_scale_;  // [layer][kv_head][row]
+  std::vector<int64_t> newest_;            // per layer: newest stored position, -1 none
+};
+
+}  // namespace cact

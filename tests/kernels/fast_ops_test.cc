@@ -1,0 +1,136 @@
+// Fast-path numeric kernels: the polynomial exp against libm (double), sigmoid/SiLU, the
+// orthonormal FWHT against the dense Hadamard matrix, int8 attention against a plain
+// double oracle, and bit-identity of every one of them across ISAs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/fast_ops.h"
+#include "kernel_test_util.h"
+
+namespace cact::kernels {
+namespace {
+
+using testing::HadamardSign;
+using testing::RandomVector;
+using testing::SupportedIsas;
+
+// Runs f under every supported ISA and checks the outputs are bit-identical.
+template <typename F>
+void ExpectSameOnEveryIsa(F f, const char* what) {
+  const Isa before = ActiveIsa();
+  std::vector<float> base;
+  for (Isa isa : SupportedIsas()) {
+    SetActiveIsa(isa);
+    std::vector<float> out = f();
+    if (base.empty()) base = out;
+    ASSERT_EQ(out.size(), base.size());
+    EXPECT_EQ(0, std::memcmp(out.data(), base.data(), out.size() * 4)) << what << " " << IsaName(isa);
+  }
+  SetActiveIsa(before);
+}
+
+TEST(FastOps, ExpIsWithinFourUlpOfLibm) {
+  double worst = 0;
+  for (double x = -87.0; x <= 88.0; x += 0.00731) {
+    const double want = std::exp(double(float(x)));
+    const double got = Exp(float(x));
+    worst = std::max(worst, std::fabs(got - want) / want);
+  }
+  std::printf("  worst relative error of Exp on [-87, 88]: %.3g (float ulp 5.96e-8)\n", worst);
+  EXPECT_LT(worst, 2.5e-7);
+  EXPECT_EQ(Exp(0.f), 1.f);
+  EXPECT_TRUE(std::isnan(Exp(NAN)));
+  EXPECT_GT(Exp(-1000.f), 0.f);  // clamped: tiny but not 0
+  EXPECT_LT(Exp(-1000.f), 2e-38f);
+  EXPECT_TRUE(std::isfinite(Exp(1000.f)));
+}
+
+TEST(FastOps, SigmoidAndSilu) {
+  std::vector<float> x;
+  for (float v = -30.f; v <= 30.f; v += 0.0137f) x.push_back(v);
+  std::vector<float> s = x, u = x;
+  SigmoidInPlace(s.data(), s.size());
+  SiluInPlace(u.data(), u.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double sig = 1.0 / (1.0 + std::exp(-double(x[i])));
+    EXPECT_NEAR(s[i], sig, 4e-7 * sig) << x[i];
+    EXPECT_NEAR(u[i], x[i] * sig, 4e-7 * std::fabs(x[i] * sig) + 1e-30) << x[i];
+  }
+  ExpectSameOnEveryIsa([&] { auto y = x; SigmoidInPlace(y.data(), y.size()); return y; }, "sigmoid");
+  ExpectSameOnEveryIsa([&] { auto y = x; SiluInPlace(y.data(), y.size()); return y; }, "silu");
+  ExpectSameOnEveryIsa([&] { auto y = x; ExpInPlace(y.data(), y.size()); return y; }, "exp");
+}
+
+TEST(FastOps, FwhtMatchesDenseHadamard) {
+  std::mt19937 rng(2);
+  for (uint32_t n : {16u, 128u, 512u, 1024u}) {
+    std::vector<float> x = RandomVector(n, rng);
+    std::vector<float> y = x;
+    FwhtOrthonormal(y.data(), n);
+    double err = 0, norm = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      double want = 0;
+      for (uint32_t j = 0; j < n; ++j) want += HadamardSign(i, j) * x[j];
+      want /= std::sqrt(double(n));
+      err = std::max(err, std::fabs(y[i] - want));
+      norm = std::max(norm, std::fabs(want));
+    }
+    EXPECT_LT(err, 1e-5 * norm) << n;
+    ExpectSameOnEveryIsa([&] { auto z = x; FwhtOrthonormal(z.data(), n); return z; }, "fwht");
+  }
+}
+
+TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
+  std::mt19937 rng(3);
+  for (uint32_t hd : {24u, 64u, 128u})
+    for (uint32_t rows : {1u, 17u, 300u}) {
+      const uint32_t n_q = 3, stride = rows + 5;
+      std::vector<int8_t> kt(size_t(hd) * stride), v(size_t(stride) * hd);
+      for (auto& e : kt) e = int8_t(int(rng() % 255) - 127);
+      for (auto& e : v) e = int8_t(int(rng() % 255) - 127);
+      std::vector<float> ks(stride), vs(stride);
+      for (auto& e : ks) e = 0.002f + (rng() % 1000) * 1e-5f;
+      for (auto& e : vs) e = 0.01f + (rng() % 1000) * 1e-5f;
+      std::vector<float> q = RandomVector(size_t(n_q) * hd, rng);
+      // Runs: rows [3, 3 + a) then [0, 3) (a wrapped ring plus a pinned row).
+      AttentionRuns runs;
+      const uint32_t a = rows > 3 ? rows - 3 : rows;
+      runs.Add(rows > 3 ? 3 : 0, a);
+      if (rows > 3) runs.Add(0, 3);
+      std::vector<float> scratch(size_t(n_q) * (rows + 16));
+      auto run = [&] {
+        std::vector<float> out(size_t(n_q) * hd);
+        AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), n_q,
+                   out.data(), scratch.data());
+        return out;
+      };
+      std::vector<float> out = run();
+      for (uint32_t i = 0; i < n_q; ++i) {
+        std::vector<double> s;
+        std::vector<size_t> idx;
+        for (int k = 0; k < runs.n; ++k)
+          for (uint32_t j = 0; j < runs.count[k]; ++j) {
+            size_t r = runs.start[k] + j;
+            double d = 0;
+            for (uint32_t c = 0; c < hd; ++c) d += double(q[i * hd + c]) * kt[c * stride + r];
+            s.push_back(d * ks[r] / std::sqrt(double(hd)));
+            idx.push_back(r);
+          }
+        double mx = *std::max_element(s.begin(), s.end()), sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (uint32_t c = 0; c < hd; ++c) {
+          double want = 0;
+          for (size_t t = 0; t < s.size(); ++t) want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
+          ASSERT_NEAR(out[i * hd + c], want, 1e-5 * (1 + std::fabs(want))) << hd << " " << rows;
+        }
+      }
+      ExpectSameOnEveryIsa(run, "attention");
+    }
+}
+
+}  // namespace
+}  // namespace cact::kernels
