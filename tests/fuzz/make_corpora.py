@@ -100,5 +100,31 @@ for i, s in enumerate(["embedding=4,mhc=4,default=2", "default=2", "embedding=4,
                        "a=2,,default=4", "layer03.q_proj=4,default=2", "mhc=5,default=2", "default=2,default=3"]):
     put("fuzz_scheme", "scheme_%02d" % i, s.encode())
 
+# LoRA adapters for the tiny fixture's geometry (d 128, attention 128, kv 64, 4 layers).
+def lora_input(flags, config, st):
+    c = config.encode()
+    return bytes([flags, len(c) & 0xFF, len(c) >> 8]) + c + st
+
+
+def floats(n, k=0.01):
+    return struct.pack("<%df" % n, *[k * ((i * 7919) % 13 - 6) for i in range(n)])
+
+
+rank = 2
+peft = []
+for layer, proj, out, inn in [(0, "q", 128, 128), (1, "k", 64, 128), (3, "out", 128, 128)]:
+    key = "base_model.model.model.layers.%d.self_attn.%s_proj" % (layer, proj)
+    peft.append((key + ".lora_A.weight", "F32", [rank, inn], floats(rank * inn)))
+    peft.append((key + ".lora_B.weight", "F32", [out, rank], floats(out * rank, 0.02)))
+put("fuzz_lora_adapter", "peft", lora_input(2, '{"r": 2, "lora_alpha": 4}', safetensors(peft)))
+put("fuzz_lora_adapter", "peft_rslora", lora_input(
+    0, '{"r": 2, "lora_alpha": 4, "use_rslora": true}', safetensors(peft[:2])))
+put("fuzz_lora_adapter", "peft_scale", lora_input(3, "", safetensors(peft[2:4])))
+stacked = [("q_proj.A", "F32", [4, 128, rank], floats(4 * 128 * rank)),
+           ("q_proj.B", "F32", [4, rank, 128], floats(4 * rank * 128, 0.02)),
+           ("stack/layers/block/self_attn/v_proj/kernel/A", "F32", [4, 128, rank], floats(4 * 128 * rank)),
+           ("stack/layers/block/self_attn/v_proj/kernel/B", "F16", [4, rank, 64], b"\x00\x3c" * (4 * rank * 64))]
+put("fuzz_lora_adapter", "stacked", lora_input(0, "", safetensors(stacked, {"scale": "0.5"})))
+
 for t in sorted(os.listdir(corpus)):
     print("%-24s %d seeds" % (t, len(os.listdir(os.path.join(corpus, t)))))
