@@ -5,6 +5,7 @@
 // catches any real difference (a wrong RoPE pairing or a missing offset moves values by >0.1).
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_format.h"
 #include "engine/forward.h"
 #include "engine_test_util.h"
 
@@ -18,6 +19,8 @@ struct Case {
     return window ? seq + "_w" + std::to_string(window) + "p" + std::to_string(sink) : seq;
   }
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.kase << "/" << c.suffix(); }
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
@@ -48,12 +51,16 @@ TEST_P(ReferenceVsFixture, PrefillLogitsAndHidden) {
   const double tol = 1e-4 * StdDev(want.data);
   const double diff = MaxAbsDiff(logits, want.data);
   EXPECT_LE(diff, tol) << "logits " << c.kase << " " << c.suffix();
-  RecordProperty("logits_maxabs_" + c.kase + "_" + c.suffix(), std::to_string(diff));
+  RecordProperty("logits_maxabs_" + c.kase + "_" + c.suffix(), absl::StrFormat("%.3g", diff));
 
   NpyArray hid = LoadNpy(Fixture(c.kase, "hidden_" + c.suffix() + ".npy"));
   ASSERT_EQ(hid.shape, (std::vector<size_t>{model.num_layers(), tokens.size(), model.d_model()}));
   const double htol = 1e-4 * StdDev(hid.data);
-  EXPECT_LE(MaxAbsDiff(fwd->hidden(), hid.data), htol) << "hidden " << c.kase << " " << c.suffix();
+  const double hdiff = MaxAbsDiff(fwd->hidden(), hid.data);
+  EXPECT_LE(hdiff, htol) << "hidden " << c.kase << " " << c.suffix();
+  RecordProperty("hidden_maxabs_" + c.kase + "_" + c.suffix(), absl::StrFormat("%.3g", hdiff));
+  RecordProperty("tol_logits_" + c.kase + "_" + c.suffix(), absl::StrFormat("%.3g", tol));
+  RecordProperty("tol_hidden_" + c.kase + "_" + c.suffix(), absl::StrFormat("%.3g", htol));
 }
 
 // The *_steps files (official token-by-token decode with its KV cache) exist for s2.
@@ -72,7 +79,9 @@ TEST_P(ReferenceVsStepsFile, TokenByToken) {
     all.insert(all.end(), one.begin(), one.end());
   }
   NpyArray want = LoadNpy(Fixture(c.kase, "logits_" + c.suffix() + "_steps.npy"));
-  EXPECT_LE(MaxAbsDiff(all, want.data), 1e-4 * StdDev(want.data));
+  const double diff = MaxAbsDiff(all, want.data);
+  EXPECT_LE(diff, 1e-4 * StdDev(want.data));
+  RecordProperty("steps_maxabs_" + c.kase + "_" + c.suffix(), absl::StrFormat("%.3g", diff));
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
@@ -112,6 +121,7 @@ TEST(ReferenceForward, PrefillEqualsChunksEqualsSteps) {
     chunked.insert(chunked.end(), part.begin(), part.end());
     EXPECT_EQ(fwd->position(), tokens.size());
     EXPECT_LE(RelL2(chunked, prefill), 1e-5) << k;
+    RecordProperty("prefill_vs_chunks_rel_l2_" + k, absl::StrFormat("%.3g", RelL2(chunked, prefill)));
   }
 }
 

@@ -108,6 +108,7 @@ int main(int argc, char** argv) {
     return Fail(code == absl::StatusCode::kInternal ? 1 : 2, std::string(result.status().message()));
   }
   if (stream && !result->generated_ids.empty()) std::fputc('\n', stdout);
+  std::fflush(stdout);
   if (json) {
     std::printf("%s\n", cact::ResultJson(*result).c_str());
   } else if (result->validation) {
