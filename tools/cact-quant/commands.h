@@ -32,6 +32,8 @@ struct Options {
   std::optional<double> scale;
   // synth
   std::string preset = "needle2", weights_out;
+  // dequant
+  std::string dtype = "F32";
   uint64_t seed = 1;
 };
 
@@ -40,6 +42,7 @@ int RunBuild(const Options& o);
 int RunRequant(const Options& o);
 int RunLora(const Options& o);
 int RunSynth(const Options& o);
+int RunDequant(const Options& o);
 
 // Seconds since the previous call (phase timing for the report).
 class PhaseTimer {

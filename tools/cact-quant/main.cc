@@ -6,6 +6,7 @@
 //   cact-quant requant IN.cact --scheme S -o OUT.cact
 //   cact-quant lora BASE.cact --adapter A.safetensors [--adapter-config C.json] [--scale X] -o OUT.cact
 //   cact-quant synth --preset needle2 [--seed N] -o OUT.cact
+//   cact-quant dequant IN.cact -o WEIGHTS.safetensors       (the float weights to edit / fine-tune)
 // Every subcommand takes --json; outputs ending in .zst are zstd-compressed.
 #include <string>
 
@@ -78,6 +79,13 @@ int main(int argc, char** argv) {
   synth->add_option("--weights-out", o.weights_out, "also write the float weights (safetensors)");
   CommonOutput(synth, o);
 
+  auto* dequant = app.add_subcommand("dequant", "write every tensor's dequantized values as one safetensors "
+                                                "(canonical names, [out, in], config in the metadata)");
+  dequant->add_option("input", o.input, "input .cact / .cact.zst")->required();
+  dequant->add_option("-o,--output", o.output, "output .safetensors")->required();
+  dequant->add_option("--dtype", o.dtype, "F32 (default; exact), F16 or BF16");
+  dequant->add_flag("--json", o.json, "JSON summary");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -88,5 +96,6 @@ int main(int argc, char** argv) {
   if (*requant) return cact::quant_tool::RunRequant(o);
   if (*lora) return cact::quant_tool::RunLora(o);
   if (*synth) return cact::quant_tool::RunSynth(o);
+  if (*dequant) return cact::quant_tool::RunDequant(o);
   return 2;
 }

@@ -1,0 +1,39 @@
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "quant/dequant_export.h"
+#include "tools/cact-quant/commands.h"
+
+namespace cact::quant_tool {
+
+int RunDequant(const Options& o) {
+  Reporter rep(o);
+  PhaseTimer timer;
+  if (o.dtype != "F32" && o.dtype != "F16" && o.dtype != "BF16")
+    return rep.Fail(absl::InvalidArgumentError("--dtype " + o.dtype + " is not F32, F16 or BF16"));
+  absl::StatusOr<CactFile> in = CactFile::Open(o.input);
+  if (!in.ok()) return rep.Fail(in.status());
+  absl::StatusOr<Safetensors> st = DequantizedWeights(*in);
+  if (!st.ok()) return rep.Fail(st.status());
+  if (absl::Status s = WriteSafetensors(o.output, *st, o.dtype); !s.ok()) return rep.Fail(s, 1);
+  const double seconds = timer.Total();
+  uint64_t params = 0;
+  for (const FloatTensor& t : st->tensors) params += t.data.size();
+  if (o.json) {
+    nlohmann::ordered_json j{{"command", "dequant"}, {"input", o.input},   {"output", o.output},
+                             {"dtype", o.dtype},     {"tensors", st->tensors.size()}, {"params", params},
+                             {"bits_map", st->metadata["bits_map"]}, {"seconds", seconds}};
+    std::printf("%s\n", j.dump(1).c_str());
+  } else {
+    std::printf("dequant: %s -> %s\n  tensors         %zu (%llu parameters) as %s\n  scheme          %s\n"
+                "  time            %.3f s\n",
+                o.input.c_str(), o.output.c_str(), st->tensors.size(), (unsigned long long)params, o.dtype.c_str(),
+                st->metadata["bits_map"].c_str(), seconds);
+    if (o.dtype != "F32")
+      std::printf("  note            %s loses precision: `build --base` will not recognise the values as unchanged\n",
+                  o.dtype.c_str());
+  }
+  return 0;
+}
+
+}  // namespace cact::quant_tool
