@@ -1,0 +1,96 @@
+// The same damage through the CLI: for a handful of truncations and seeded bit flips of the
+// tiny fixture (plain and zstd-compressed), `cact-inspect FILE` either succeeds (exit 0) when
+// the library accepts the file, or exits 2 printing exactly one line that carries the
+// library's message (file, field, offset); `cact-inspect verify FILE` exits 0 / 1 with a
+// one-line verdict. Never a signal.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "formats/cact/cact_file.h"
+#include "lib/file_bytes.h"
+#include "support/test_support.h"
+
+namespace cact {
+namespace {
+
+using testing::Fixture;
+using testing::ReadAll;
+using testing::TempDir;
+using testing::Tool;
+using testing::WriteAll;
+
+size_t Lines(const std::string& s) {
+  size_t n = std::count(s.begin(), s.end(), '\n');
+  return n + (!s.empty() && s.back() != '\n');
+}
+
+void CheckCli(const std::string& path, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto lib = CactFile::Open(path);
+  auto summary = testing::Run(Tool("cact-inspect") + " " + path);
+  auto verify = testing::Run(Tool("cact-inspect") + " verify " + path);
+  EXPECT_EQ(summary.signal, 0);
+  EXPECT_EQ(verify.signal, 0);
+  if (lib.ok()) {
+    EXPECT_EQ(summary.exit_code, 0) << summary.output.substr(0, 500);
+    EXPECT_EQ(verify.exit_code, 0) << verify.output;
+    return;
+  }
+  const std::string msg(lib.status().message());
+  EXPECT_EQ(summary.exit_code, 2) << summary.output;
+  EXPECT_EQ(Lines(summary.output), 1u) << summary.output;
+  EXPECT_NE(summary.output.find(msg), std::string::npos) << "CLI: " << summary.output << "library: " << msg;
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_EQ(Lines(verify.output), 1u) << verify.output;
+}
+
+class CliCorruption : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(Tool("cact-inspect").c_str(), X_OK) != 0) GTEST_SKIP() << "cact-inspect not built";
+    bytes_ = ReadAll(Fixture("tiny", "model.cact"));
+    ASSERT_GT(bytes_.size(), 4096u);
+  }
+  std::vector<uint8_t> bytes_;
+  TempDir dir_;
+};
+
+TEST_F(CliCorruption, TruncationsExitTwoWithOneLine) {
+  const size_t n = bytes_.size();
+  for (size_t len : {size_t(0), size_t(3), size_t(100), size_t(119), size_t(120), size_t(231), size_t(232),
+                     size_t(3575), size_t(3584), size_t(3585), n / 2, n - 1}) {
+    const std::string path = dir_ / ("t" + std::to_string(len) + ".cact");
+    WriteAll(path, std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + len));
+    CheckCli(path, "truncated to " + std::to_string(len));
+  }
+}
+
+TEST_F(CliCorruption, SeededBitFlipsExitZeroOrTwo) {
+  std::mt19937_64 rng(424242);
+  int rejected = 0;
+  for (int i = 0; i < 16; ++i) {
+    std::vector<uint8_t> b = bytes_;
+    const size_t pos = i % 2 ? rng() % 3584 : rng() % b.size();  // metadata, anywhere
+    b[pos] ^= uint8_t(1u << (rng() % 8));
+    const std::string path = dir_ / ("f" + std::to_string(i) + ".cact");
+    WriteAll(path, b);
+    rejected += !CactFile::Open(path).ok();
+    CheckCli(path, "bit flip at byte " + std::to_string(pos));
+  }
+  EXPECT_GT(rejected, 3) << "the flips should include rejected files";
+}
+
+TEST_F(CliCorruption, TruncatedZstdExitsTwoWithOneLine) {
+  const std::vector<uint8_t> z = ZstdCompress(bytes_, 3);
+  ASSERT_FALSE(z.empty());
+  for (size_t len : {size_t(4), size_t(20), z.size() / 3, z.size() - 1}) {
+    const std::string path = dir_ / ("z" + std::to_string(len) + ".cact.zst");
+    WriteAll(path, std::vector<uint8_t>(z.begin(), z.begin() + len));
+    CheckCli(path, "zstd truncated to " + std::to_string(len));
+  }
+}
+
+}  // namespace
+}  // namespace cact
