@@ -108,12 +108,12 @@ int main(int argc, char** argv) {
     return Fail(code == absl::StatusCode::kInternal ? 1 : 2, std::string(result.status().message()));
   }
   if (stream && !result->generated_ids.empty()) std::fputc('\n', stdout);
-  std::fflush(stdout);
   if (json) {
     std::printf("%s\n", cact::ResultJson(*result).c_str());
   } else if (result->validation) {
     std::fputs(result->validation->ToText().c_str(), stdout);
   }
+  std::fflush(stdout);  // keep the report before the timing line on a shared terminal
   std::fprintf(stderr, "%s\n", cact::TimingLine(*result).c_str());
   if (result->probes && !json) {
     if (result->probes->has_confidence)
