@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/forward.h"
 #include "engine/ops.h"
 #include "quant/fwht.h"
 
@@ -151,6 +152,25 @@ TEST(Ops, DotAndMatVec) {
     for (int c = 0; c < 37; ++c) s += double(w[r * 37 + c]) * a[c];
     EXPECT_NEAR(y[r], s, 1e-5);
   }
+}
+
+}  // namespace
+}  // namespace cact
+
+namespace cact {
+namespace {
+
+TEST(AttentionWindow, VisibilityRule) {
+  const AttentionWindow causal{0, 0}, w4{4, 0}, w4s2{4, 2};
+  EXPECT_TRUE(causal.Visible(100, 0));
+  EXPECT_FALSE(causal.Visible(3, 4));  // never the future
+  EXPECT_TRUE(w4.Visible(10, 7));      // q - k = 3 < 4
+  EXPECT_FALSE(w4.Visible(10, 6));     // q - k = 4
+  EXPECT_FALSE(w4.Visible(10, 0));
+  EXPECT_TRUE(w4s2.Visible(10, 0));    // pinned
+  EXPECT_TRUE(w4s2.Visible(10, 1));
+  EXPECT_FALSE(w4s2.Visible(10, 2));
+  EXPECT_FALSE(w4s2.Visible(1, 2));    // pinned keys are still causal
 }
 
 }  // namespace
