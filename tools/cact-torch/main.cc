@@ -2,7 +2,7 @@
 // bring an edited one back without touching what was not edited.
 //   cact-torch export IN.cact -o MODEL.pt [--format torchscript|safetensors]
 //   cact-torch import MODEL.pt -o OUT.cact [--scheme S] [--force-requantize] [--base BASE.cact]
-//   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-r N] [-t N]
+//   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N] [-t N] [--json]
 // Every error prints one line on stderr and exits 2.
 #include <algorithm>
 #include <chrono>
@@ -95,7 +95,7 @@ absl::StatusOr<std::vector<int64_t>> ParseTokens(const std::string& text) {
 }
 
 int Run(const std::string& model_path, const std::string& tokens_text, std::optional<int64_t> window,
-        int64_t sink, const std::string& logits_path, int repeat, int threads) {
+        int64_t sink, const std::string& logits_path, int warmup, int repeat, int threads, bool json) {
   auto tokens = ParseTokens(tokens_text);
   if (!tokens.ok()) return Fail(tokens.status());
   if (threads > 0) TorchModel::SetThreads(threads);
@@ -105,6 +105,11 @@ int Run(const std::string& model_path, const std::string& tokens_text, std::opti
   const double load_s = Seconds(t0);
   std::vector<double> times;
   absl::StatusOr<std::vector<float>> logits;
+  // The TorchScript profiling executor specialises the graph during the first calls.
+  for (int r = 0; r < warmup; ++r) {
+    logits = (*model)->Logits(*tokens, 1, window, sink);
+    if (!logits.ok()) return Fail(logits.status());
+  }
   for (int r = 0; r < std::max(1, repeat); ++r) {
     auto t1 = std::chrono::steady_clock::now();
     logits = (*model)->Logits(*tokens, 1, window, sink);
@@ -119,6 +124,15 @@ int Run(const std::string& model_path, const std::string& tokens_text, std::opti
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted[sorted.size() / 2];
+  if (json) {
+    std::vector<double> ms;
+    for (double t : times) ms.push_back(t * 1e3);
+    nlohmann::ordered_json j{{"model", model_path}, {"tokens", T}, {"threads", threads},
+                             {"load_ms", load_s * 1e3}, {"prefill_ms", ms}, {"median_ms", median * 1e3},
+                             {"tokens_per_s", double(T) / median}};
+    std::printf("%s\n", j.dump().c_str());
+    std::fflush(stdout);
+  }
   std::fprintf(stderr, "load %.1f ms; prefill %zu tokens: median %.2f ms over %zu runs = %.0f tokens/s\n",
                load_s * 1e3, T, median * 1e3, times.size(), double(T) / median);
   return 0;
@@ -151,7 +165,7 @@ int main(int argc, char** argv) {
 
   std::string run_model, run_tokens, run_logits;
   int64_t run_window = 0, run_sink = 0;
-  int run_repeat = 1, run_threads = 0;
+  int run_repeat = 1, run_threads = 0, run_warmup = 0;
   auto* run = app.add_subcommand("run", "run an exported module with libtorch (prefill of the given tokens)");
   run->add_option("model", run_model, "MODEL.pt")->required();
   run->add_option("--tokens", run_tokens, "comma-separated token ids")->required();
@@ -159,7 +173,10 @@ int main(int argc, char** argv) {
   run->add_option("--sink", run_sink, "pinned first positions (with --window)");
   run->add_option("--logits", run_logits, "write [T, vocab] float32 logits to this .npy");
   run->add_option("-r,--repeat", run_repeat, "run the prefill N times and report the median");
+  run->add_option("-w,--warmup", run_warmup, "untimed runs first (TorchScript optimises during the first 2)");
   run->add_option("-t,--threads", run_threads, "libtorch intra-op threads (default: libtorch's)");
+  bool run_json = false;
+  run->add_flag("--json", run_json, "also print the timings as one JSON line on stdout");
 
   try {
     app.parse(argc, argv);
@@ -173,5 +190,5 @@ int main(int argc, char** argv) {
   }
   std::optional<int64_t> window;
   if (run_window > 0) window = run_window;
-  return Run(run_model, run_tokens, window, run_sink, run_logits, run_repeat, run_threads);
+  return Run(run_model, run_tokens, window, run_sink, run_logits, run_warmup, run_repeat, run_threads, run_json);
 }
