@@ -25,71 +25,64 @@ struct Case {
   }
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.kase << " " << c.suffix(); }
-
-std::vector<Case> AllCases() {
-  std::vector<Case> cases;
-  for (const std::string& k : FixtureCases()) {
-    for (const char* s : {"s0", "s1", "s2"}) cases.push_back({k, s});
-    cases.push_back({k, "s2", 16, 4});
-    cases.push_back({k, "s2", 16, 0});
-    cases.push_back({k, "s2", 8, 2});
-  }
-  return cases;
+std::vector<Case> CasesOf(const std::string& k) {
+  return {{k, "s0"}, {k, "s1"}, {k, "s2"}, {k, "s2", 16, 4}, {k, "s2", 16, 0}, {k, "s2", 8, 2}};
 }
 
-std::string CaseName(const ::testing::TestParamInfo<Case>& i) { return i.param.kase + "_" + i.param.suffix(); }
-
-class TorchForward : public ::testing::TestWithParam<Case> {};
+// One process per fixture (ctest runs every test in its own process, and each loads
+// libtorch and exports the model), looping over the sequences and window cases.
+class TorchForward : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TorchForward, MatchesOfficialLogitsAndHidden) {
-  const Case& c = GetParam();
-  ExportedCase& ex = Exported(c.kase);
+  ExportedCase& ex = Exported(GetParam());
   ASSERT_TRUE(ex.model);
-  const std::vector<int64_t> tokens = FixtureTokens64(c.kase, c.seq);
+  for (const Case& c : CasesOf(GetParam())) {
+    SCOPED_TRACE(c.kase + " " + c.suffix());
+    const std::vector<int64_t> tokens = FixtureTokens64(c.kase, c.seq);
+    auto logits = ex.model->Logits(tokens, 1, c.torch_window(), c.sink);
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    std::vector<size_t> shape;
+    std::vector<float> want = NpyData(Fixture(c.kase, "logits_" + c.suffix() + ".npy"), &shape);
+    ASSERT_EQ(shape.size(), 2u);
+    ASSERT_EQ(logits->size(), shape[0] * shape[1]);
+    const double err = MaxRelErr(*logits, want);
+    EXPECT_LE(err, 1e-4);
+    RecordProperty("logits_relerr_" + c.suffix(), std::to_string(err));
 
-  auto logits = ex.model->Logits(tokens, 1, c.torch_window(), c.sink);
-  ASSERT_TRUE(logits.ok()) << logits.status();
-  std::vector<size_t> shape;
-  std::vector<float> want = NpyData(Fixture(c.kase, "logits_" + c.suffix() + ".npy"), &shape);
-  ASSERT_EQ(shape.size(), 2u);
-  ASSERT_EQ(logits->size(), shape[0] * shape[1]);
-  const double err = MaxRelErr(*logits, want);
-  EXPECT_LE(err, 1e-4) << c.kase << " " << c.suffix();
-  RecordProperty("logits_relerr", std::to_string(err));
-
-  auto hidden = ex.model->HiddenStates(tokens, 1, c.torch_window(), c.sink);
-  ASSERT_TRUE(hidden.ok()) << hidden.status();
-  std::vector<float> hwant = NpyData(Fixture(c.kase, "hidden_" + c.suffix() + ".npy"));
-  EXPECT_LE(MaxRelErr(*hidden, hwant), 1e-4) << c.kase << " " << c.suffix();
+    auto hidden = ex.model->HiddenStates(tokens, 1, c.torch_window(), c.sink);
+    ASSERT_TRUE(hidden.ok()) << hidden.status();
+    std::vector<float> hwant = NpyData(Fixture(c.kase, "hidden_" + c.suffix() + ".npy"));
+    EXPECT_LE(MaxRelErr(*hidden, hwant), 1e-4);
+  }
 }
 
 TEST_P(TorchForward, MatchesEngineReferencePath) {
-  const Case& c = GetParam();
-  ExportedCase& ex = Exported(c.kase);
+  ExportedCase& ex = Exported(GetParam());
   ASSERT_TRUE(ex.model);
-  const std::vector<int64_t> tokens = FixtureTokens64(c.kase, c.seq);
-  auto torch_logits = ex.model->Logits(tokens, 1, c.torch_window(), c.sink);
-  ASSERT_TRUE(torch_logits.ok()) << torch_logits.status();
-
-  auto model = Model::Open(Fixture(c.kase, "model.cact"));
+  auto model = Model::Open(Fixture(GetParam(), "model.cact"));
   ASSERT_TRUE(model.ok()) << model.status();
-  ForwardOptions opt;
-  opt.attn = {c.window, c.sink};
-  auto ref = MakeReferenceForward(**model, opt);
-  std::vector<int32_t> tokens32(tokens.begin(), tokens.end());
-  std::vector<float> ref_logits;
-  ASSERT_TRUE(ref->Feed(tokens32, &ref_logits, true).ok());
-  const double err = MaxRelErr(*torch_logits, ref_logits);
-  EXPECT_LE(err, 1e-4) << c.kase << " " << c.suffix();
-  RecordProperty("engine_relerr", std::to_string(err));
+  for (const Case& c : CasesOf(GetParam())) {
+    SCOPED_TRACE(c.kase + " " + c.suffix());
+    const std::vector<int64_t> tokens = FixtureTokens64(c.kase, c.seq);
+    auto torch_logits = ex.model->Logits(tokens, 1, c.torch_window(), c.sink);
+    ASSERT_TRUE(torch_logits.ok()) << torch_logits.status();
+    ForwardOptions opt;
+    opt.attn = {c.window, c.sink};
+    auto ref = MakeReferenceForward(**model, opt);
+    std::vector<int32_t> tokens32(tokens.begin(), tokens.end());
+    std::vector<float> ref_logits;
+    ASSERT_TRUE(ref->Feed(tokens32, &ref_logits, true).ok());
+    const double err = MaxRelErr(*torch_logits, ref_logits);
+    EXPECT_LE(err, 1e-4);
+    RecordProperty("engine_relerr_" + c.suffix(), std::to_string(err));
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, TorchForward, ::testing::ValuesIn(AllCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, TorchForward, ::testing::ValuesIn(FixtureCases()));
 
 // A window must change the logits (else the window cases above would prove nothing), and
 // window=0 means plain causal like no window at all.
-TEST(TorchForward, WindowArgumentIsHonoured) {
+TEST(TorchModule, WindowArgumentIsHonoured) {
   ExportedCase& ex = Exported("tiny");
   ASSERT_TRUE(ex.model);
   const std::vector<int64_t> tokens = FixtureTokens64("tiny", "s2");
@@ -102,7 +95,7 @@ TEST(TorchForward, WindowArgumentIsHonoured) {
 }
 
 // Rows of a batch are independent: a [2, T] call equals two [1, T] calls.
-TEST(TorchForward, BatchRowsAreIndependent) {
+TEST(TorchModule, BatchRowsAreIndependent) {
   ExportedCase& ex = Exported("odd");
   ASSERT_TRUE(ex.model);
   std::vector<int64_t> a = FixtureTokens64("odd", "s2"), b = FixtureTokens64("odd", "s1");
@@ -117,7 +110,7 @@ TEST(TorchForward, BatchRowsAreIndependent) {
 }
 
 // Probe heads (odd has both) against the engine's implementation of the same spec section.
-TEST(TorchForward, ProbeHeadsMatchEngine) {
+TEST(TorchModule, ProbeHeadsMatchEngine) {
   ExportedCase& ex = Exported("odd");
   ASSERT_TRUE(ex.model);
   ASSERT_TRUE(ex.model->HasMethod("confidence"));
