@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "quant/scheme_inference.h"
 #include "quant/tensor_values.h"
 
 namespace cact {
@@ -198,6 +199,7 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
   CactContents out;
   out.geometry = base.geometry();
   out.codebook.assign(base.codebook().begin(), base.codebook().end());
+  report->scheme = InferScheme(base);
   report->scheme_source = "base file widths";
   report->group = base.codebook_group();
   report->geometry_source = base.path();

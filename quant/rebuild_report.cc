@@ -33,7 +33,7 @@ size_t RebuildReport::Count(TensorAction a) const {
 }
 
 std::string ProgressLine(const TensorOutcome& t) {
-  std::string line = absl::StrFormat("%-24s %-13s %-5s -> %-9s", t.name, ShapeText(t.shape), t.source, t.target);
+  std::string line = absl::StrFormat("%-24s %-13s %-8s -> %-9s", t.name, ShapeText(t.shape), t.source, t.target);
   switch (t.action) {
     case TensorAction::kQuantized:
     case TensorAction::kRequantized:
@@ -69,8 +69,8 @@ std::string SummaryText(const RebuildReport& r) {
     s += absl::StrFormat("  zstd            %s on disk (ratio %.3f)\n", Bytes(r.written_bytes),
                          r.written_bytes ? double(r.file_bytes) / double(r.written_bytes) : 0.0);
   for (const std::string& n : r.notes) s += "  note            " + n + "\n";
-  s += absl::StrFormat("  time            %.3f s (read %.3f s, quantize %.3f s, write %.3f s)\n", r.seconds,
-                       r.read_seconds, r.work_seconds, r.write_seconds);
+  s += absl::StrFormat("  time            %.3f s (inputs %.3f s, quantize %.3f s [cpu %.3f s], write %.3f s)\n",
+                       r.seconds, r.read_seconds, r.work_seconds, r.work_cpu_seconds, r.write_seconds);
   return s;
 }
 
@@ -101,8 +101,9 @@ nlohmann::ordered_json ReportJson(const RebuildReport& r) {
   j["zstd"] = r.zstd;
   j["written_bytes"] = r.written_bytes;
   j["seconds"] = r.seconds;
-  j["read_seconds"] = r.read_seconds;
+  j["input_seconds"] = r.read_seconds;
   j["quantize_seconds"] = r.work_seconds;
+  j["quantize_cpu_seconds"] = r.work_cpu_seconds;
   j["write_seconds"] = r.write_seconds;
   j["notes"] = r.notes;
   nlohmann::ordered_json tensors = nlohmann::ordered_json::array();

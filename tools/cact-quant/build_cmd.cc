@@ -70,6 +70,7 @@ int RunBuild(const Options& o) {
   RebuildReport report;
   report.command = "build";
   report.read_seconds = timer.Lap();
+  timer.CpuLap();
   absl::StatusOr<CactContents> contents =
       BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
   return rep.Complete(contents, &report, &timer);

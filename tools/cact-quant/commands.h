@@ -47,12 +47,14 @@ int RunDequant(const Options& o);
 // Seconds since the previous call (phase timing for the report).
 class PhaseTimer {
  public:
-  double Lap();
+  double Lap();  // wall seconds since the previous Lap (or construction)
+  double CpuLap();  // process CPU seconds (all threads) since the previous CpuLap
   double Total() const { return Now() - start_; }
 
  private:
   static double Now();
-  double start_ = Now(), last_ = start_;
+  static double Cpu();
+  double start_ = Now(), last_ = start_, last_cpu_ = Cpu();
 };
 
 // Shared output: progress line per tensor (stderr, unless --json/--quiet), the summary or

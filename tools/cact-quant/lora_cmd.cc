@@ -31,6 +31,7 @@ int RunLora(const Options& o) {
   RebuildReport report;
   report.command = "lora";
   report.read_seconds = timer.Lap();
+  timer.CpuLap();
   absl::StatusOr<CactContents> contents =
       MergeLora(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
   return rep.Complete(contents, &report, &timer);

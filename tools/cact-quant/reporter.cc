@@ -1,5 +1,6 @@
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "absl/strings/str_format.h"
 #include "quant/build.h"
@@ -9,6 +10,18 @@ namespace cact::quant_tool {
 
 double PhaseTimer::Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double PhaseTimer::Cpu() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+double PhaseTimer::CpuLap() {
+  const double now = Cpu(), d = now - last_cpu_;
+  last_cpu_ = now;
+  return d;
 }
 
 double PhaseTimer::Lap() {
@@ -36,6 +49,7 @@ int Reporter::Complete(const absl::StatusOr<CactContents>& contents, RebuildRepo
                        PhaseTimer* timer) const {
   if (!contents.ok()) return Fail(contents.status());
   report->work_seconds = timer->Lap();
+  report->work_cpu_seconds = timer->CpuLap();
   if (absl::Status st = FinishRebuild(*contents, o_.output, o_.zstd_level, report); !st.ok()) return Fail(st, 1);
   report->write_seconds = timer->Lap();
   report->seconds = timer->Total();

@@ -20,6 +20,7 @@ int RunRequant(const Options& o) {
   RebuildReport report;
   report.command = "requant";
   report.read_seconds = timer.Lap();
+  timer.CpuLap();
   absl::StatusOr<CactContents> contents =
       RequantCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
   return rep.Complete(contents, &report, &timer);

@@ -34,6 +34,7 @@ int RunSynth(const Options& o) {
   RebuildReport report;
   report.command = "synth";
   report.read_seconds = timer.Lap();
+  timer.CpuLap();
   absl::StatusOr<CactContents> contents =
       BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
   if (!o.weights_out.empty()) report.notes.push_back("float weights written to " + o.weights_out);
