@@ -159,6 +159,13 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
   if (base && !SameProbeHeads(model.heads, base->probe_heads()))
     return FileError(req.weights_path, "the weights' probe heads differ from the base file's");
   CACT_ASSIGN_OR_RETURN(WidthPlan widths, PlanWidths(req));
+  const std::vector<TensorSpec> layout = CanonicalLayout(model.geometry, model.heads);
+  if (req.scheme) {
+    std::vector<std::string> matrices;
+    for (const TensorSpec& t : layout)
+      if (t.kind == TensorKind::kMatrix) matrices.push_back(t.name);
+    CACT_RETURN_IF_ERROR(CheckRulesMatch(*req.scheme, matrices));
+  }
   std::string tokenizer_source;
   CACT_ASSIGN_OR_RETURN(std::vector<uint8_t> tokenizer, TokenizerBytes(req, model.geometry, &tokenizer_source));
 
@@ -178,7 +185,6 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
     report->notes.push_back(absl::StrFormat("the base's stored codebook is not the standard g%d codebook: no CQ "
                                             "bytes can be kept", widths.group));
 
-  const std::vector<TensorSpec> layout = CanonicalLayout(model.geometry, model.heads);
   const size_t n = layout.size();
   std::vector<TensorOutcome> outcomes(n);
   std::vector<TensorBlob> blobs(n);

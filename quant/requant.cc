@@ -9,6 +9,10 @@ namespace cact {
 absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildReport* report,
                                          const TensorCallback& on_tensor) {
   const CactFile& in = *req.input;
+  std::vector<std::string> matrices;
+  for (const TensorEntry& t : in.tensors())
+    if (t.kind == TensorKind::kMatrix) matrices.push_back(t.name);
+  CACT_RETURN_IF_ERROR(CheckRulesMatch(req.scheme, matrices));
   CactContents out;
   out.geometry = in.geometry();
   if (req.kv_window) out.geometry.kv_window = req.kv_window;

@@ -58,6 +58,21 @@ std::string WidthName(uint32_t record_bits) {
   return record_bits == 5 ? "1.58" : std::to_string(record_bits);
 }
 
+absl::Status CheckRulesMatch(const Scheme& scheme, const std::vector<std::string>& matrix_names) {
+  std::vector<std::string> unused;
+  for (const auto& [prefix, bits] : scheme.rules) {
+    bool used = false;
+    for (const std::string& n : matrix_names) used = used || SchemeMatchName(n).compare(0, prefix.size(), prefix) == 0;
+    if (!used) unused.push_back("\"" + prefix + "\"");
+  }
+  if (unused.empty()) return absl::OkStatus();
+  std::string list;
+  for (const std::string& u : unused) list += (list.empty() ? "" : ", ") + u;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "scheme \"%s\": %s matches no CQ tensor of this model (canonical names look like embedding, "
+      "attn.q_proj, mhc_phi_pre, engram0.tables)", scheme.ToString(), list));
+}
+
 absl::StatusOr<Scheme> ParseScheme(const std::string& text) {
   Scheme scheme;
   bool have_default = false;

@@ -262,7 +262,7 @@ absl::StatusOr<WeightsModel> DescribeWeights(const Safetensors& w, const std::st
     a.kv_window = b.kv_window = 0;
     if (SerializeHeader(Header{kCactTag, 0, 28, a}) != SerializeHeader(Header{kCactTag, 0, 28, b}))
       return FileError(file, "the weights' geometry (" + m.geometry_source + ") differs from the base file's");
-    if (m.geometry.kv_window == 0) m.geometry.kv_window = base->kv_window;
+    m.geometry.kv_window = base->kv_window;  // a rebuild keeps the base's header
   }
   if (kv_window_override) m.geometry.kv_window = kv_window_override;
   CACT_ASSIGN_OR_RETURN(m.heads, ProbeHeadsFromWeights(w, file));

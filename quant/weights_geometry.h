@@ -41,7 +41,8 @@ struct WeightsModel {
 
 // Geometry from (in order) an explicit official config JSON, the safetensors metadata
 // `config`, the base file, or the shapes; heads from the weights; then the layout check.
-// `kv_window_override` (0 = none) replaces the header window.
+// With a base, the geometry must be the base's and its kv_window is kept;
+// `kv_window_override` (0 = none) replaces the header window in every case.
 absl::StatusOr<WeightsModel> DescribeWeights(const Safetensors& w, const std::string& file,
                                              const std::string& config_json, const Geometry* base,
                                              uint32_t kv_window_override);

@@ -101,3 +101,21 @@ TEST(Scheme, ErrorsNameTheEntryAndPosition) {
 
 }  // namespace
 }  // namespace cact
+
+namespace cact {
+namespace {
+
+TEST(Scheme, RulesThatMatchNoTensorAreNamed) {
+  std::vector<std::string> names;
+  for (const TensorSpec& t : CanonicalLayout(Geometry::Needle2(), {}))
+    if (t.kind == TensorKind::kMatrix) names.push_back(t.name);
+  EXPECT_TRUE(CheckRulesMatch(*ParseScheme("embedding=4,mhc=4,attn.out_proj=3,engram1=2,default=2"), names).ok());
+  absl::Status st = CheckRulesMatch(*ParseScheme("embeding=4,atn=3,mhc=4,default=2"), names);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("\"embeding\", \"atn\" matches no CQ tensor"), std::string::npos) << st.message();
+  // engram2 does not exist in a 2-site model.
+  EXPECT_FALSE(CheckRulesMatch(*ParseScheme("engram2=4,default=2"), names).ok());
+}
+
+}  // namespace
+}  // namespace cact
