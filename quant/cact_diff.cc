@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/geometry_json.h"
 #include "quant/cq.h"
 #include "quant/scheme.h"
 #include "quant/tensor_values.h"
@@ -13,36 +14,13 @@
 namespace cact {
 namespace {
 
+// Header fields as (name, printed value), in header order.
 std::vector<std::pair<std::string, std::string>> HeaderFields(const Header& h) {
-  const Geometry& g = h.geometry;
-  auto list = [](const std::array<uint32_t, 4>& a) {
-    return absl::StrFormat("%d,%d,%d,%d", a[0], a[1], a[2], a[3]);
-  };
-  return {
-      {"num_tensors", std::to_string(h.num_tensors)},
-      {"codebook_len", std::to_string(h.codebook_len)},
-      {"kv_window", std::to_string(g.kv_window)},
-      {"kv_bits", std::to_string(g.kv_bits)},
-      {"vocab", std::to_string(g.vocab)},
-      {"d_model", std::to_string(g.d_model)},
-      {"num_heads", std::to_string(g.num_heads)},
-      {"num_kv_heads", std::to_string(g.num_kv_heads)},
-      {"num_layers", std::to_string(g.num_layers)},
-      {"head_dim", std::to_string(g.head_dim)},
-      {"max_seq_len", std::to_string(g.max_seq_len)},
-      {"hada_n", std::to_string(g.hada_n)},
-      {"mhc_lanes", std::to_string(g.mhc_lanes)},
-      {"engram_slots", std::to_string(g.engram_slots)},
-      {"engram_sub_dim", std::to_string(g.engram_sub_dim)},
-      {"num_engram_tables", std::to_string(g.num_engram_tables)},
-      {"engram_conv_taps", std::to_string(g.engram_conv_taps)},
-      {"engram_conv_dilation", std::to_string(g.engram_conv_dilation)},
-      {"num_engram_orders", std::to_string(g.num_engram_orders)},
-      {"engram_orders", list(g.engram_orders)},
-      {"num_engram_sites", std::to_string(g.num_engram_sites)},
-      {"engram_sites", list(g.engram_sites)},
-      {"rope_theta", absl::StrFormat("%.9g", g.rope_theta)},
-  };
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"num_tensors", std::to_string(h.num_tensors)}, {"codebook_len", std::to_string(h.codebook_len)}};
+  const nlohmann::ordered_json geometry = GeometryToJson(h.geometry);  // keep alive while iterating
+  for (const auto& [key, value] : geometry.items()) out.emplace_back(key, value.dump());
+  return out;
 }
 
 bool SameBlob(std::span<const uint8_t> a, std::span<const uint8_t> b) {

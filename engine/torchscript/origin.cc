@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/geometry_json.h"
 #include "formats/tokenizer_blob.h"
 #include "lib/sha256.h"
 #include "lib/status.h"
@@ -14,56 +15,6 @@ namespace cact::torchscript {
 namespace {
 
 using json = nlohmann::json;
-
-json GeometryObject(const Geometry& g) {
-  return json{{"kv_window", g.kv_window},
-              {"kv_bits", g.kv_bits},
-              {"vocab", g.vocab},
-              {"d_model", g.d_model},
-              {"num_heads", g.num_heads},
-              {"num_kv_heads", g.num_kv_heads},
-              {"num_layers", g.num_layers},
-              {"head_dim", g.head_dim},
-              {"max_seq_len", g.max_seq_len},
-              {"hada_n", g.hada_n},
-              {"mhc_lanes", g.mhc_lanes},
-              {"engram_slots", g.engram_slots},
-              {"engram_sub_dim", g.engram_sub_dim},
-              {"num_engram_tables", g.num_engram_tables},
-              {"engram_conv_taps", g.engram_conv_taps},
-              {"engram_conv_dilation", g.engram_conv_dilation},
-              {"num_engram_orders", g.num_engram_orders},
-              {"engram_orders", g.engram_orders},
-              {"num_engram_sites", g.num_engram_sites},
-              {"engram_sites", g.engram_sites},
-              {"rope_theta", g.rope_theta}};
-}
-
-Geometry GeometryFrom(const json& j) {
-  Geometry g;
-  g.kv_window = j.at("kv_window");
-  g.kv_bits = j.at("kv_bits");
-  g.vocab = j.at("vocab");
-  g.d_model = j.at("d_model");
-  g.num_heads = j.at("num_heads");
-  g.num_kv_heads = j.at("num_kv_heads");
-  g.num_layers = j.at("num_layers");
-  g.head_dim = j.at("head_dim");
-  g.max_seq_len = j.at("max_seq_len");
-  g.hada_n = j.at("hada_n");
-  g.mhc_lanes = j.at("mhc_lanes");
-  g.engram_slots = j.at("engram_slots");
-  g.engram_sub_dim = j.at("engram_sub_dim");
-  g.num_engram_tables = j.at("num_engram_tables");
-  g.engram_conv_taps = j.at("engram_conv_taps");
-  g.engram_conv_dilation = j.at("engram_conv_dilation");
-  g.num_engram_orders = j.at("num_engram_orders");
-  g.engram_orders = j.at("engram_orders").get<std::array<uint32_t, 4>>();
-  g.num_engram_sites = j.at("num_engram_sites");
-  g.engram_sites = j.at("engram_sites").get<std::array<uint32_t, 4>>();
-  g.rope_theta = j.at("rope_theta");
-  return g;
-}
 
 }  // namespace
 
@@ -118,7 +69,7 @@ std::string OriginToJson(const Origin& o) {
          {"version", kFormatVersion},
          {"source", {{"path", o.source_path}, {"sha256", o.source_sha256}, {"bytes", o.source_bytes},
                      {"prefix_bytes", o.prefix_bytes}}},
-         {"geometry", GeometryObject(o.geometry)},
+         {"geometry", GeometryToJson(o.geometry)},
          {"scheme", o.scheme},
          {"codebook_group", o.codebook_group},
          {"pad_id", o.pad_id},
@@ -146,7 +97,9 @@ absl::StatusOr<Origin> OriginFromJson(const std::string& text, const std::string
     o.source_sha256 = src.at("sha256");
     o.source_bytes = src.at("bytes");
     o.prefix_bytes = src.at("prefix_bytes");
-    o.geometry = GeometryFrom(j.at("geometry"));
+    absl::StatusOr<Geometry> geometry = GeometryFromJson(j.at("geometry"));
+    if (!geometry.ok()) return geometry.status();
+    o.geometry = *geometry;
     o.scheme = j.at("scheme");
     o.codebook_group = j.at("codebook_group");
     o.pad_id = j.at("pad_id");

@@ -52,7 +52,7 @@ int RunDiff(const Options& o) {
       nlohmann::ordered_json e{{"name", t.name}, {"status", StatusName(t.status)},
                                {"a_type", t.a_type}, {"b_type", t.b_type}};
       if (t.status == TensorDiff::Status::kChanged) {
-        if (t.a_type.rfind("CQ", 0) == 0 && t.a_type == t.b_type) {
+        if (t.a_type.rfind("CQ", 0) == 0 && t.a_type == t.b_type && t.comparable) {
           e["code_agreement"] = t.code_agreement;
           e["norm_agreement"] = t.norm_agreement;
         }
@@ -81,7 +81,7 @@ int RunDiff(const Options& o) {
     std::string codes, norms, diff, rel;
     if (x.status == TensorDiff::Status::kChanged) {
       // Code and norm agreement only mean something between records of the same width.
-      bool same_cq = x.a_type.rfind("CQ", 0) == 0 && x.a_type == x.b_type;
+      bool same_cq = x.a_type.rfind("CQ", 0) == 0 && x.a_type == x.b_type && x.comparable;
       if (same_cq) {
         codes = absl::StrFormat("%.4f%%", 100 * x.code_agreement);
         norms = absl::StrFormat("%.4f%%", 100 * x.norm_agreement);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "formats/cact/accounting.h"
 #include "formats/cact/cact_file.h"
+#include "formats/cact/geometry_json.h"
 #include "formats/tokenizer_blob.h"
 #include "lib/sha256.h"
 #include "nlohmann/json.hpp"
@@ -42,30 +43,11 @@ std::vector<uint32_t> Used(const std::array<uint32_t, 4>& a, uint32_t n) {
   return std::vector<uint32_t>(a.begin(), a.begin() + std::min<uint32_t>(n, 4));
 }
 
-Json GeometryJson(const Header& h) {
-  const Geometry& g = h.geometry;
-  return Json{{"tag", absl::StrFormat("0x%08X", h.tag)},
-              {"num_tensors", h.num_tensors},
-              {"codebook_len", h.codebook_len},
-              {"kv_window", g.kv_window},
-              {"kv_bits", g.kv_bits},
-              {"vocab", g.vocab},
-              {"d_model", g.d_model},
-              {"num_heads", g.num_heads},
-              {"num_kv_heads", g.num_kv_heads},
-              {"num_layers", g.num_layers},
-              {"head_dim", g.head_dim},
-              {"max_seq_len", g.max_seq_len},
-              {"hada_n", g.hada_n},
-              {"mhc_lanes", g.mhc_lanes},
-              {"engram_slots", g.engram_slots},
-              {"engram_sub_dim", g.engram_sub_dim},
-              {"num_engram_tables", g.num_engram_tables},
-              {"engram_conv_taps", g.engram_conv_taps},
-              {"engram_conv_dilation", g.engram_conv_dilation},
-              {"engram_orders", Used(g.engram_orders, g.num_engram_orders)},
-              {"engram_sites", Used(g.engram_sites, g.num_engram_sites)},
-              {"rope_theta", g.rope_theta}};
+Json HeaderJson(const Header& h) {
+  Json j{{"tag", absl::StrFormat("0x%08X", h.tag)}, {"num_tensors", h.num_tensors},
+         {"codebook_len", h.codebook_len}};
+  j.update(GeometryToJson(h.geometry));
+  return j;
 }
 
 void PrintSummary(const CactFile& f, const std::string& sha, const std::string& scheme,
@@ -173,7 +155,7 @@ int RunInfo(const Options& o) {
     j["bytes"] = f.bytes().size();
     j["zstd"] = f.bytes().decompressed();
     j["sha256"] = sha;
-    j["header"] = GeometryJson(f.header());
+    j["header"] = HeaderJson(f.header());
     j["scheme"] = scheme;
     j["codebook_group"] = f.codebook_group();
     Json cbs;
