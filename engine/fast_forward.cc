@@ -3,8 +3,6 @@
 // blocks, attention by KV head.
 #include "engine/fast_forward.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,8 +10,10 @@
 
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops.h"
+#include "engine/kernels/team.h"
 #include "engine/kv_cache.h"
 #include "engine/ops.h"
+#include "quant/fp16.h"
 
 namespace cact {
 namespace {
@@ -87,12 +87,19 @@ class SharedInput {
       batches_.emplace_back();
     }
   }
-  // Call from one thread; x holds n rows of `in` floats with stride x_stride.
-  void Prepare(const float* x, uint32_t n, size_t x_stride, uint32_t in) {
+  // Shapes the batches for n rows of `in` floats at x (stride x_stride); one thread.
+  void Begin(const float* x, uint32_t n, size_t x_stride, uint32_t in) {
     x_ = x;
     stride_ = x_stride;
-    for (size_t i = 0; i < groups_.size(); ++i)
-      kn::PrepareActivations(x, n, x_stride, in, groups_[i], &batches_[i], precision_);
+    for (size_t i = 0; i < groups_.size(); ++i) batches_[i].Reset(n, in, groups_[i], precision_);
+  }
+  // Prepares row t (any thread; distinct rows may be prepared concurrently).
+  void PrepareToken(uint32_t t) {
+    for (kn::ActivationBatch& b : batches_) kn::PrepareToken(x_ + t * stride_, &b, t);
+  }
+  void Prepare(const float* x, uint32_t n, size_t x_stride, uint32_t in) {
+    Begin(x, n, x_stride, in);
+    for (uint32_t t = 0; t < n; ++t) PrepareToken(t);
   }
   void Apply(const FastMatrix& m, uint32_t n, uint32_t rb, uint32_t re, float* y,
              size_t y_stride) const {
@@ -109,6 +116,43 @@ class SharedInput {
   size_t stride_ = 0;
   kn::ActPrecision precision_ = kn::ActPrecision::kInt8x2;
 };
+
+// One row of a matrix record decoded on demand (embedding and engram table rows): codebook
+// value times the group's norm, rotated back with the SIMD FWHT (kernels/fast_ops.h).
+// Other dtypes go through MatrixView.
+void DecodeRow(const MatrixView& v, uint32_t row, float* out) {
+  if (!v.is_cq() || v.cq.group < 16) {
+    v.DequantizeRow(row, out);
+    return;
+  }
+  const CqShape& s = v.cq;
+  const uint32_t bits = s.code_bits(), n = s.group, G = s.groups();
+  const uint8_t* codes = v.blob.data() + uint64_t(row) * s.row_code_bytes();
+  const uint8_t* norms = v.blob.data() + s.code_bytes() + uint64_t(row) * G * 2;
+  // Ternary crumbs 3, 0, 1 index the 3-entry codebook as 0, 1, 2 (crumb 2 is invalid: 0).
+  static constexpr int kTrit[4] = {1, 2, 1, 0};
+  float cb[16] = {};
+  for (uint32_t k = 0; k < (1u << bits); ++k)
+    cb[k] = s.bits == 5 ? v.codebook[kTrit[k]] * (k == 2 ? 0.f : 1.f) : v.codebook[k];
+  float buf[1024];
+  for (uint32_t g = 0; g < G; ++g) {
+    const float norm = LoadHalf(norms + 2 * g);
+    float* w = n <= 1024 ? buf : nullptr;
+    if (!w) {
+      v.DequantizeRow(row, out);
+      return;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint64_t bit = uint64_t(g * n + i) * bits;
+      uint32_t word = codes[bit / 8];
+      if (bit % 8 + bits > 8) word |= uint32_t(codes[bit / 8 + 1]) << 8;
+      w[i] = cb[(word >> (bit % 8)) & ((1u << bits) - 1)] * norm;
+    }
+    kn::FwhtOrthonormal(w, n);
+    const uint32_t base = g * n, take = std::min(n, s.in > base ? s.in - base : 0);
+    std::memcpy(out + base, w, take * sizeof(float));
+  }
+}
 
 struct FastLayer {
   FastMatrix q, k, v, gate, out;
@@ -151,13 +195,25 @@ void SinkhornFast(float* a, uint32_t m) {
   for (uint32_t i = 0; i < m * m; ++i) a[i] = float(p[i]);
 }
 
+// One token's working vectors. The prefill path points them into the chunk buffers; the
+// decode path gives each thread private copies of everything it computes redundantly.
+struct TokenView {
+  float *X, *nx;              // lane state and its rms_unit [m * d]
+  float *u, *bx, *h, *out;    // [d]
+  float *z;                   // Hadamard MLP scratch [hada_n]
+  float *q, *k, *v, *gate;    // [A], [K], [K], [A]
+  float *o;                   // attention output [A]
+  const float *pre, *post, *res;  // mHC projections, whole rows of phi (index l*m...)
+};
+
 class FastForward final : public Forward {
  public:
   FastForward(const Model& model, const ForwardOptions& options, const FastForwardOptions& fast)
       : m_(model), g_(model.geometry()), opt_(options),
+        threads_(std::max(1, options.threads)), team_(uint32_t(threads_)),
         kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len,
             kFastPrefillChunk) {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes;
+    const uint32_t d = g_.d_model;
     const bool lo = fast.codebook_residual;
     embedding_ = FastMatrix(model.embedding(), lo);
     for (const LayerWeights& lw : model.layers()) {
@@ -170,52 +226,43 @@ class FastForward final : public Forward {
     phi_res_ = FastMatrix(model.mhc().phi_res, lo);
     for (const EngramSiteWeights& es : model.engram_sites())
       engram_.push_back({FastMatrix(es.key_proj, lo), FastMatrix(es.value_proj, lo)});
+
+    inputs_.resize(threads_);  // [0] serves the prefill path too
     const kn::ActPrecision precision =
         fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8;
-    for (SharedInput* in : {&in_mhc_, &in_attn_, &in_out_, &in_engram_, &in_logits_})
-      in->SetPrecision(precision);
-
-    in_mhc_.AddConsumer(phi_pre_);
-    in_mhc_.AddConsumer(phi_post_);
-    in_mhc_.AddConsumer(phi_res_);
-    for (const FastLayer& fl : layers_) {
-      for (const FastMatrix* mm : {&fl.q, &fl.k, &fl.v, &fl.gate}) in_attn_.AddConsumer(*mm);
-      in_out_.AddConsumer(fl.out);
+    for (Inputs& in : inputs_) {
+      for (SharedInput* s : {&in.mhc, &in.attn, &in.out, &in.engram, &in.logits})
+        s->SetPrecision(precision);
+      for (const FastMatrix* mm : {&phi_pre_, &phi_post_, &phi_res_}) in.mhc.AddConsumer(*mm);
+      for (const FastLayer& fl : layers_) {
+        for (const FastMatrix* mm : {&fl.q, &fl.k, &fl.v, &fl.gate}) in.attn.AddConsumer(*mm);
+        in.out.AddConsumer(fl.out);
+      }
+      for (const FastEngramSite& es : engram_) {
+        in.engram.AddConsumer(es.key);
+        in.engram.AddConsumer(es.value);
+      }
+      in.logits.AddConsumer(embedding_);
     }
-    for (const FastEngramSite& es : engram_) {
-      in_engram_.AddConsumer(es.key);
-      in_engram_.AddConsumer(es.value);
-    }
-    in_logits_.AddConsumer(embedding_);
 
     inv_freq_ = ops::RopeInvFreq(g_.head_dim, g_.rope_theta);
     hist_len_ = (g_.engram_conv_taps > 0 ? (g_.engram_conv_taps - 1) * g_.engram_conv_dilation : 0) + 1;
-    threads_ = std::max(1, options.threads);
 
-    const uint32_t C = kFastPrefillChunk, A = g_.attn_dim(), K = g_.kv_dim();
-    X_.resize(size_t(C) * m * d);
-    nx_.resize(size_t(C) * m * d);
+    const uint32_t C = kFastPrefillChunk, A = g_.attn_dim();
+    chunk_ = Buffers(C);
+    for (int i = 0; i < threads_; ++i) private_.push_back(Buffers(1));
     pre_.resize(size_t(C) * phi_pre_.rows());
     post_.resize(size_t(C) * phi_post_.rows());
     res_.resize(size_t(C) * phi_res_.rows());
-    u_.resize(size_t(C) * d);
-    bx_.resize(size_t(C) * d);
-    h_.resize(size_t(C) * d);
-    q_.resize(size_t(C) * A);
-    k_.resize(size_t(C) * K);
-    v_.resize(size_t(C) * K);
-    gate_.resize(size_t(C) * A);
     o_.resize(size_t(C) * A);
     out_.resize(size_t(C) * d);
-    y_.resize(size_t(C) * d);
     eng_rows_.resize(size_t(C) * g_.num_engram_tables * g_.engram_sub_dim);
     eng_k_.assign(engram_.size(), std::vector<float>(size_t(C) * d));
-    eng_v_.assign(engram_.size(), std::vector<float>(size_t(C) * d));
-    eng_vraw_.resize(size_t(C) * d);
+    eng_v_.assign(size_t(threads_) * engram_.size(), std::vector<float>(size_t(C) * d));
+    eng_vraw_.assign(engram_.size(), std::vector<float>(size_t(C) * d));
     rope_.resize(size_t(C) * g_.head_dim);
     attn_scratch_.resize(size_t(threads_) * (g_.num_heads / std::max(1u, g_.num_kv_heads)) *
                          (kv_.rows() + 16));
-    mlp_.resize(size_t(C) * g_.hada_n);
     Reset();
   }
 
@@ -267,20 +314,226 @@ class FastForward final : public Forward {
   std::string name() const override { return "fast"; }
 
  private:
+  // Per-token vectors for `n` tokens (X, nx, u, bx, h, z, q, k, v, gate).
+  struct Buffers {
+    Buffers() = default;
+    explicit Buffers(uint32_t n) : n(n) {}
+    uint32_t n = 0;
+    std::vector<float> X, nx, u, bx, h, z, q, k, v, gate;
+  };
+  // The prepared inputs of the matrix products (one set per thread for decode).
+  struct Inputs {
+    SharedInput mhc, attn, out, engram, logits;
+  };
+
+  void Allocate(Buffers& b) const {
+    const size_t n = b.n, md = size_t(g_.mhc_lanes) * g_.d_model, d = g_.d_model;
+    b.X.resize(n * md);
+    b.nx.resize(n * md);
+    b.u.resize(n * d);
+    b.bx.resize(n * d);
+    b.h.resize(n * d);
+    b.z.resize(n * g_.hada_n);
+    b.q.resize(n * g_.attn_dim());
+    b.k.resize(n * g_.kv_dim());
+    b.v.resize(n * g_.kv_dim());
+    b.gate.resize(n * g_.attn_dim());
+  }
+
+  TokenView View(Buffers& b, uint32_t t, uint32_t l) {
+    const size_t md = size_t(g_.mhc_lanes) * g_.d_model, d = g_.d_model, m = g_.mhc_lanes;
+    const size_t A = g_.attn_dim(), K = g_.kv_dim();
+    if (b.X.empty()) Allocate(b);
+    TokenView v;
+    v.X = &b.X[t * md];
+    v.nx = &b.nx[t * md];
+    v.u = &b.u[t * d];
+    v.bx = &b.bx[t * d];
+    v.h = &b.h[t * d];
+    v.z = &b.z[t * size_t(g_.hada_n)];
+    v.q = &b.q[t * A];
+    v.k = &b.k[t * K];
+    v.v = &b.v[t * K];
+    v.gate = &b.gate[t * A];
+    v.o = &o_[t * A];
+    v.out = &out_[t * d];
+    v.pre = &pre_[t * phi_pre_.rows() + l * m];
+    v.post = &post_[t * phi_post_.rows() + l * m];
+    v.res = &res_[t * phi_res_.rows() + l * m * m];
+    return v;
+  }
+
   // Tokens p0 .. p0+n-1 (already appended to tokens_); logits of chunk tokens >= first go
   // to `logits` (row t - first), if not null.
   void RunChunk(uint32_t p0, uint32_t n, uint32_t first, float* logits) {
     const uint32_t L = g_.num_layers;
     if (opt_.keep_hidden) hidden_tld_.resize(size_t(p0 + n) * L * g_.d_model);
-#pragma omp parallel num_threads(threads_)
-    {
-      const uint32_t me = omp_get_thread_num(), nt = omp_get_num_threads();
-      Embed(p0, n);
-      for (size_t s = 0; s < engram_.size(); ++s) EngramMemory(s, p0, n, me, nt);
-      for (uint32_t l = 0; l < L; ++l) Layer(l, p0, n, me, nt);
-      if (logits) Logits(n, first, logits, me, nt);
+    if (chunk_.X.empty()) Allocate(chunk_);
+    for (Buffers& b : private_) if (b.X.empty()) Allocate(b);
+    RopeTable(p0, n);
+    if (n > 1) {
+      Inputs& in = inputs_[0];
+      const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim();
+      in.mhc.Begin(chunk_.nx.data(), n, md, md);
+      in.attn.Begin(chunk_.h.data(), n, d, d);
+      in.out.Begin(o_.data(), n, A, A);
+      in.engram.Begin(eng_rows_.data(), n, EngramIn(), EngramIn());
+      if (logits) in.logits.Begin(chunk_.h.data(), n - first, d, d);
+    }
+    team_.Run([&](uint32_t me, uint32_t nt) {
+      if (n == 1) Decode(p0, me, nt, logits);
+      else Prefill(p0, n, first, logits, me, nt);
+    });
+    // The engram history ring takes the chunk's raw values (read during the chunk).
+    const uint32_t d = g_.d_model;
+    for (size_t s = 0; s < engram_.size(); ++s)
+      for (uint32_t t = n > hist_len_ ? n - hist_len_ : 0; t < n; ++t)
+        std::memcpy(&eng_hist_[s][size_t((p0 + t) % hist_len_) * d], &eng_vraw_[s][size_t(t) * d],
+                    d * sizeof(float));
+  }
+
+  // ---- decode: one token; every thread computes the cheap per-token work redundantly in
+  // private buffers, so a layer needs only three barriers (after the mHC projections, the
+  // attention heads and out_proj).
+  void Decode(uint32_t pos, uint32_t me, uint32_t nt, float* logits) {
+    Buffers& b = private_[me];
+    Inputs& in = inputs_[me];
+    const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim(), K = g_.kv_dim();
+    const uint32_t hd = g_.head_dim, KVH = g_.num_kv_heads, per_kv = g_.num_heads / KVH;
+    EmbedToken(pos, b.X.data());
+    std::vector<const float*> ev(engram_.size());
+    for (size_t s = 0; s < engram_.size(); ++s) {
+      GatherEngramRows(s, pos, eng_rows_private(me));
+      in.engram.Prepare(eng_rows_private(me), 1, EngramIn(), EngramIn());
+      Products(in.engram, engram_[s].key, 0, d, 1, eng_k_[s].data(), me, nt);
+      Products(in.engram, engram_[s].value, 0, d, 1, eng_vraw_[s].data(), me, nt);
+      team_.Barrier();
+      float* v = eng_v_[me * engram_.size() + s].data();
+      EngramConv(s, pos, pos, v);
+      ev[s] = v;
+    }
+    const uint32_t h0 = KVH * me / nt, h1 = KVH * (me + 1) / nt;
+    for (uint32_t l = 0; l < g_.num_layers; ++l) {
+      const FastLayer& fl = layers_[l];
+      const uint32_t m = g_.mhc_lanes;
+      TokenView tv = View(b, 0, l);
+      ops::RmsUnit(tv.X, md, tv.nx);
+      in.mhc.Prepare(tv.nx, 1, md, md);
+      Products(in.mhc, phi_pre_, l * m, l * m + m, 1, pre_.data(), me, nt);
+      Products(in.mhc, phi_post_, l * m, l * m + m, 1, post_.data(), me, nt);
+      Products(in.mhc, phi_res_, l * m * m, (l + 1) * m * m, 1, res_.data(), me, nt);
+      team_.Barrier();
+      const int site = m_.layer(l).engram_site;
+      MixIn(l, tv, site >= 0 ? &eng_k_[site][0] : nullptr, site >= 0 ? ev[site] : nullptr);
+      in.attn.Prepare(tv.h, 1, d, d);
+      // This thread's KV heads: their query/gate rows, key/value rows and attention.
+      const uint32_t qa = h0 * per_kv * hd, qb = h1 * per_kv * hd;
+      in.attn.Apply(fl.q, 1, qa, qb, tv.q, A);
+      in.attn.Apply(fl.gate, 1, qa, qb, tv.gate, A);
+      in.attn.Apply(fl.k, 1, h0 * hd, h1 * hd, tv.k, K);
+      in.attn.Apply(fl.v, 1, h0 * hd, h1 * hd, tv.v, K);
+      for (uint32_t kvh = h0; kvh < h1; ++kvh) {
+        StoreKv(l, kvh, pos, 0, tv);
+        AttendHeads(l, kvh, pos, 0, tv, me);
+      }
+      team_.Barrier();
+      in.out.Prepare(o_.data(), 1, A, A);
+      Products(in.out, fl.out, 0, d, 1, out_.data(), me, nt);
+      team_.Barrier();
+      PostMix(l, tv, opt_.keep_hidden && me == 0 ? HiddenRow(pos, l) : nullptr);
+    }
+    if (logits) {
+      float* y = b.h.data();
+      LaneMean(b.X.data(), y);
+      ops::Zcn(y, m_.final_norm().data(), d, y);
+      in.logits.Prepare(y, 1, d, d);
+      Products(in.logits, embedding_, 0, g_.vocab, 1, logits, me, nt);
     }
   }
+
+  // ---- prefill: a chunk of tokens; per-token work shared out by token (strided), matrix
+  // products by 16-row blocks, attention by KV head; each input is prepared token by
+  // token right where it is computed. Seven barriers per layer.
+  void Prefill(uint32_t p0, uint32_t n, uint32_t first, float* logits, uint32_t me, uint32_t nt) {
+    Buffers& b = chunk_;
+    Inputs& in = inputs_[0];
+    const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim();
+    const uint32_t KVH = g_.num_kv_heads, m = g_.mhc_lanes;
+    for (uint32_t t = me; t < n; t += nt) {
+      EmbedToken(p0 + t, &b.X[size_t(t) * md]);
+      ops::RmsUnit(&b.X[size_t(t) * md], md, &b.nx[size_t(t) * md]);
+      in.mhc.PrepareToken(t);
+    }
+    for (size_t s = 0; s < engram_.size(); ++s) {
+      for (uint32_t t = me; t < n; t += nt) {
+        GatherEngramRows(s, p0 + t, &eng_rows_[size_t(t) * EngramIn()]);
+        in.engram.PrepareToken(t);
+      }
+      team_.Barrier();
+      Products(in.engram, engram_[s].key, 0, d, n, eng_k_[s].data(), me, nt);
+      Products(in.engram, engram_[s].value, 0, d, n, eng_vraw_[s].data(), me, nt);
+      team_.Barrier();
+      for (uint32_t t = me; t < n; t += nt) EngramConv(s, p0, p0 + t, &eng_v_[s][size_t(t) * d]);
+      // (the next site's gather writes eng_rows_, read by this site's products: both
+      // finished before the barrier above)
+    }
+    team_.Barrier();
+    for (uint32_t l = 0; l < g_.num_layers; ++l) {
+      const FastLayer& fl = layers_[l];
+      Products(in.mhc, phi_pre_, l * m, l * m + m, n, pre_.data(), me, nt);
+      Products(in.mhc, phi_post_, l * m, l * m + m, n, post_.data(), me, nt);
+      Products(in.mhc, phi_res_, l * m * m, (l + 1) * m * m, n, res_.data(), me, nt);
+      team_.Barrier();
+      const int site = m_.layer(l).engram_site;
+      for (uint32_t t = me; t < n; t += nt) {
+        TokenView tv = View(b, t, l);
+        MixIn(l, tv, site >= 0 ? &eng_k_[site][size_t(t) * d] : nullptr,
+              site >= 0 ? &eng_v_[site][size_t(t) * d] : nullptr);
+        in.attn.PrepareToken(t);
+      }
+      team_.Barrier();
+      Products(in.attn, fl.q, 0, A, n, b.q.data(), me, nt);
+      Products(in.attn, fl.k, 0, g_.kv_dim(), n, b.k.data(), me, nt);
+      Products(in.attn, fl.v, 0, g_.kv_dim(), n, b.v.data(), me, nt);
+      Products(in.attn, fl.gate, 0, A, n, b.gate.data(), me, nt);
+      team_.Barrier();
+      // Attention by KV head: every chunk token's key/value first (the ring has room for
+      // the chunk), then each token attends.
+      for (uint32_t kvh = KVH * me / nt; kvh < KVH * (me + 1) / nt; ++kvh) {
+        for (uint32_t t = 0; t < n; ++t) {
+          TokenView tv = View(b, t, l);
+          StoreKv(l, kvh, p0 + t, t, tv);
+        }
+        for (uint32_t t = 0; t < n; ++t) {
+          TokenView tv = View(b, t, l);
+          AttendHeads(l, kvh, p0 + t, t, tv, me);
+        }
+      }
+      team_.Barrier();
+      for (uint32_t t = me; t < n; t += nt) in.out.PrepareToken(t);
+      team_.Barrier();
+      Products(in.out, fl.out, 0, d, n, out_.data(), me, nt);
+      team_.Barrier();
+      const bool last = l + 1 == g_.num_layers;
+      for (uint32_t t = me; t < n; t += nt) {
+        TokenView tv = View(b, t, l);
+        PostMix(l, tv, opt_.keep_hidden ? HiddenRow(p0 + t, l) : nullptr);
+        if (!last) {
+          ops::RmsUnit(tv.X, md, tv.nx);
+          in.mhc.PrepareToken(t);
+        } else if (logits && t >= first) {
+          float* y = &b.h[size_t(t - first) * d];  // h is free after the last layer
+          LaneMean(tv.X, y);
+          ops::Zcn(y, m_.final_norm().data(), d, y);
+          in.logits.PrepareToken(t - first);
+        }
+      }
+      team_.Barrier();
+    }
+    if (logits) Products(in.logits, embedding_, 0, g_.vocab, n - first, logits, me, nt);
+  }
+
+  // ---- per-token pieces --------------------------------------------------------------
 
   // Products of one shared input for tokens < n, split over the team.
   void Products(const SharedInput& in, const FastMatrix& mat, uint32_t rb, uint32_t re,
@@ -289,170 +542,66 @@ class FastForward final : public Forward {
     in.Apply(mat, n, r.begin, r.end, y, mat.rows());
   }
 
-  void Embed(uint32_t p0, uint32_t n) {
+  uint32_t EngramIn() const { return g_.num_engram_tables * g_.engram_sub_dim; }
+  float* eng_rows_private(uint32_t me) {
+    // Decode uses a private slice per thread of the chunk's rows buffer.
+    return &eng_rows_[size_t(me % kFastPrefillChunk) * EngramIn()];
+  }
+  float* HiddenRow(uint32_t pos, uint32_t l) {
+    return &hidden_tld_[(size_t(pos) * g_.num_layers + l) * g_.d_model];
+  }
+
+  void EmbedToken(uint32_t pos, float* X) {
     const uint32_t d = g_.d_model, m = g_.mhc_lanes;
     const float scale = std::sqrt(float(d));
-#pragma omp for schedule(static)
-    for (uint32_t t = 0; t < n; ++t) {
-      float* x = &X_[size_t(t) * m * d];
-      m_.embedding().DequantizeRow(uint32_t(tokens_[p0 + t]), x);
-      for (uint32_t c = 0; c < d; ++c) x[c] *= scale;
-      for (uint32_t j = 1; j < m; ++j) std::memcpy(x + j * d, x, d * sizeof(float));
-    }
+    DecodeRow(m_.embedding(), uint32_t(tokens_[pos]), X);
+    for (uint32_t c = 0; c < d; ++c) X[c] *= scale;
+    for (uint32_t j = 1; j < m; ++j) std::memcpy(X + j * d, X, d * sizeof(float));
   }
 
-  // Engram key and convolved value of site s for the chunk's tokens.
-  void EngramMemory(size_t s, uint32_t p0, uint32_t n, uint32_t me, uint32_t nt) {
-    const uint32_t d = g_.d_model, T = g_.num_engram_tables, S = g_.engram_slots,
-                   sub = g_.engram_sub_dim, hpo = g_.heads_per_order(), in = T * sub;
+  // The T table rows of site s for position pos (zero where the n-gram reaches before 0).
+  void GatherEngramRows(size_t s, uint32_t pos, float* rows) {
+    const uint32_t T = g_.num_engram_tables, S = g_.engram_slots, sub = g_.engram_sub_dim,
+                   hpo = g_.heads_per_order();
     const MatrixView& tables = m_.engram_sites()[s].tables;
-#pragma omp for schedule(static)
-    for (uint32_t t = 0; t < n; ++t) {
-      float* rows = &eng_rows_[size_t(t) * in];
-      const uint32_t pos = p0 + t;
-      for (uint32_t table = 0; table < T; ++table) {
-        const uint32_t order = g_.engram_orders[table / hpo];
-        float* row = rows + size_t(table) * sub;
-        if (pos + 1 < order) {
-          std::fill(row, row + sub, 0.f);
-          continue;
-        }
-        const uint32_t slot = ops::EngramSlot(table, order, tokens_, pos, S);
-        tables.DequantizeRow(table * S + slot, row);
+    for (uint32_t table = 0; table < T; ++table) {
+      const uint32_t order = g_.engram_orders[table / hpo];
+      float* row = rows + size_t(table) * sub;
+      if (pos + 1 < order) {
+        std::fill(row, row + sub, 0.f);
+        continue;
       }
-    }
-#pragma omp single
-    in_engram_.Prepare(eng_rows_.data(), n, in, in);
-    Products(in_engram_, engram_[s].key, 0, d, n, eng_k_[s].data(), me, nt);
-    Products(in_engram_, engram_[s].value, 0, d, n, eng_vraw_.data(), me, nt);
-#pragma omp barrier
-#pragma omp single
-    {
-      // Causal depthwise convolution v'[t] = sum_j taps[j] * v[t - dil * j]: earlier
-      // positions come from the history ring (the last hist_len_ raw values).
-      const std::vector<float>& taps = m_.engram_sites()[s].taps;
-      const uint32_t dil = g_.engram_conv_dilation;
-      std::vector<float>& hist = eng_hist_[s];
-      for (uint32_t t = 0; t < n; ++t) {
-        const uint32_t pos = p0 + t;
-        float* out = &eng_v_[s][size_t(t) * d];
-        std::fill(out, out + d, 0.f);
-        for (uint32_t j = 0; j < g_.engram_conv_taps; ++j) {
-          if (uint64_t(j) * dil > pos) break;
-          const uint32_t src = pos - j * dil;
-          const float* vj = src >= p0 ? &eng_vraw_[size_t(src - p0) * d]
-                                      : &hist[size_t(src % hist_len_) * d];
-          for (uint32_t c = 0; c < d; ++c) out[c] += taps[size_t(j) * d + c] * vj[c];
-        }
-      }
-      for (uint32_t t = n > hist_len_ ? n - hist_len_ : 0; t < n; ++t)
-        std::memcpy(&hist[size_t((p0 + t) % hist_len_) * d], &eng_vraw_[size_t(t) * d], d * sizeof(float));
+      const uint32_t slot = ops::EngramSlot(table, order, tokens_, pos, S);
+      DecodeRow(tables, table * S + slot, row);
     }
   }
 
-  void Layer(uint32_t l, uint32_t p0, uint32_t n, uint32_t me, uint32_t nt) {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes, md = m * d;
-    const uint32_t A = g_.attn_dim(), K = g_.kv_dim(), hd = g_.head_dim;
-    const uint32_t H = g_.num_heads, KVH = g_.num_kv_heads, per_kv = H / KVH;
-    const MhcWeights& mhc = m_.mhc();
-    const LayerWeights& lw = m_.layer(l);
-    const FastLayer& fl = layers_[l];
-    const uint32_t selected = l % m;
-
-    // nx = rms_unit(flatten(X)) and the layer's mHC projections.
-#pragma omp for schedule(static)
-    for (uint32_t t = 0; t < n; ++t) ops::RmsUnit(&X_[size_t(t) * md], md, &nx_[size_t(t) * md]);
-#pragma omp single
-    in_mhc_.Prepare(nx_.data(), n, md, md);
-    Products(in_mhc_, phi_pre_, l * m, l * m + m, n, pre_.data(), me, nt);
-    Products(in_mhc_, phi_post_, l * m, l * m + m, n, post_.data(), me, nt);
-    Products(in_mhc_, phi_res_, l * m * m, (l + 1) * m * m, n, res_.data(), me, nt);
-#pragma omp barrier
-
-    // u = sum_j h_pre[j] X[j]; engram injection; h = ZCN(bx, norm_in).
-    const int site = lw.engram_site;
-#pragma omp for schedule(static)
-    for (uint32_t t = 0; t < n; ++t) {
-      const float* X = &X_[size_t(t) * md];
-      const float* pre = &pre_[size_t(t) * phi_pre_.rows() + l * m];
-      float* u = &u_[size_t(t) * d];
-      float hp[16];
-      for (uint32_t j = 0; j < m; ++j) {
-        const float off = j == selected ? 4.0f : -4.0f;
-        hp[j] = mhc.a_pre[l] * pre[j] + mhc.b_pre[l * m + j] + off;
-      }
-      kn::SigmoidInPlace(hp, m);
-      std::fill(u, u + d, 0.f);
-      for (uint32_t j = 0; j < m; ++j)
-        for (uint32_t c = 0; c < d; ++c) u[c] += hp[j] * X[j * d + c];
-      float* bx = &bx_[size_t(t) * d];
-      std::memcpy(bx, u, d * sizeof(float));
-      if (site >= 0) {
-        const float* ek = &eng_k_[site][size_t(t) * d];
-        const float* ev = &eng_v_[site][size_t(t) * d];
-        // rms_unit(u) and rms_unit(k) into h (free until written below) and y-sized scratch.
-        float* nu = &h_[size_t(t) * d];
-        std::vector<float> nk(d);
-        ops::RmsUnit(u, d, nu);
-        ops::RmsUnit(ek, d, nk.data());
-        float alpha = ops::Dot(nu, nk.data(), d) / std::sqrt(float(d));
-        kn::SigmoidInPlace(&alpha, 1);
-        for (uint32_t c = 0; c < d; ++c) bx[c] = u[c] + alpha * ev[c];
-      }
-      ops::Zcn(bx, lw.norm_in.data(), d, &h_[size_t(t) * d]);
+  // Causal depthwise convolution v'[pos] = sum_j taps[j] * v[pos - dil * j]: positions of
+  // the current chunk (p0 ..) come from eng_vraw_ (chunk row = position - p0), earlier ones
+  // from the history ring.
+  void EngramConv(size_t s, uint32_t p0, uint32_t pos, float* out) const {
+    const uint32_t d = g_.d_model, dil = g_.engram_conv_dilation;
+    const std::vector<float>& taps = m_.engram_sites()[s].taps;
+    const std::vector<float>& hist = eng_hist_[s];
+    std::fill(out, out + d, 0.f);
+    for (uint32_t j = 0; j < g_.engram_conv_taps; ++j) {
+      if (uint64_t(j) * dil > pos) break;
+      const uint32_t src = pos - j * dil;
+      const float* vj = src >= p0 ? &eng_vraw_[s][size_t(src - p0) * d]
+                                  : &hist[size_t(src % hist_len_) * d];
+      for (uint32_t c = 0; c < d; ++c) out[c] += taps[size_t(j) * d + c] * vj[c];
     }
-#pragma omp single
-    in_attn_.Prepare(h_.data(), n, d, d);
-    Products(in_attn_, fl.q, 0, A, n, q_.data(), me, nt);
-    Products(in_attn_, fl.k, 0, K, n, k_.data(), me, nt);
-    Products(in_attn_, fl.v, 0, K, n, v_.data(), me, nt);
-    Products(in_attn_, fl.gate, 0, A, n, gate_.data(), me, nt);
-#pragma omp barrier
+  }
 
-    // RoPE angles of the chunk's positions (every thread needs them; computed by one).
-#pragma omp single
+  // RoPE cos/sin of positions p0 .. p0+n-1.
+  void RopeTable(uint32_t p0, uint32_t n) {
+    const uint32_t hd = g_.head_dim;
     for (uint32_t t = 0; t < n; ++t)
       for (uint32_t i = 0; i < hd / 2; ++i) {
         const float angle = float(p0 + t) * inv_freq_[i];
         rope_[size_t(t) * hd + i] = std::cos(angle);
         rope_[size_t(t) * hd + hd / 2 + i] = std::sin(angle);
       }
-
-    // Attention, split by KV head: keys/values of every chunk token are stored first
-    // (the cache's ring has room for the chunk), then each token attends.
-    {
-      const uint32_t h0 = KVH * me / nt, h1 = KVH * (me + 1) / nt;
-      float* scratch = &attn_scratch_[size_t(me) * per_kv * (kv_.rows() + 16)];
-      for (uint32_t kvh = h0; kvh < h1; ++kvh) {
-        for (uint32_t t = 0; t < n; ++t) {
-          float* kk = &k_[size_t(t) * K + kvh * hd];
-          ops::Zcn(kk, lw.k_norm.data(), hd, kk);
-          Rope(kk, t);
-          kv_.Store(l, kvh, p0 + t, kk, &v_[size_t(t) * K + kvh * hd]);
-        }
-        for (uint32_t t = 0; t < n; ++t) {
-          float* qq = &q_[size_t(t) * A + kvh * per_kv * hd];
-          for (uint32_t i = 0; i < per_kv; ++i) {
-            ops::Zcn(qq + i * hd, lw.q_norm.data(), hd, qq + i * hd);
-            Rope(qq + i * hd, t);
-          }
-          float* o = &o_[size_t(t) * A + kvh * per_kv * hd];
-          kv_.Attend(l, kvh, p0 + t, qq, per_kv, o, scratch);
-          float* gt = &gate_[size_t(t) * A + kvh * per_kv * hd];
-          kn::SigmoidInPlace(gt, per_kv * hd);
-          for (uint32_t c = 0; c < per_kv * hd; ++c) o[c] *= gt[c];
-        }
-      }
-    }
-#pragma omp barrier
-#pragma omp single
-    in_out_.Prepare(o_.data(), n, A, A);
-    Products(in_out_, fl.out, 0, d, n, out_.data(), me, nt);
-#pragma omp barrier
-
-    // Residual, Hadamard MLP, mHC post-mix.
-#pragma omp for schedule(static)
-    for (uint32_t t = 0; t < n; ++t) PostMix(l, t, p0);
   }
 
   void Rope(float* x, uint32_t t) const {
@@ -466,20 +615,72 @@ class FastForward final : public Forward {
     }
   }
 
-  void PostMix(uint32_t l, uint32_t t, uint32_t p0) {
+  // u = sum_j h_pre[j] X[j]; engram injection (ek/ev non-null at a site); h = ZCN(bx).
+  void MixIn(uint32_t l, TokenView& tv, const float* ek, const float* ev) {
+    const uint32_t d = g_.d_model, m = g_.mhc_lanes, selected = l % m;
+    const MhcWeights& mhc = m_.mhc();
+    float hp[16];
+    for (uint32_t j = 0; j < m; ++j) {
+      const float off = j == selected ? 4.0f : -4.0f;
+      hp[j] = mhc.a_pre[l] * tv.pre[j] + mhc.b_pre[l * m + j] + off;
+    }
+    kn::SigmoidInPlace(hp, m);
+    std::fill(tv.u, tv.u + d, 0.f);
+    for (uint32_t j = 0; j < m; ++j)
+      for (uint32_t c = 0; c < d; ++c) tv.u[c] += hp[j] * tv.X[j * d + c];
+    std::memcpy(tv.bx, tv.u, d * sizeof(float));
+    if (ek) {
+      // rms_unit(u) into h and rms_unit(k) into out (both free until written below).
+      ops::RmsUnit(tv.u, d, tv.h);
+      ops::RmsUnit(ek, d, tv.z);
+      float alpha = ops::Dot(tv.h, tv.z, d) / std::sqrt(float(d));
+      kn::SigmoidInPlace(&alpha, 1);
+      for (uint32_t c = 0; c < d; ++c) tv.bx[c] = tv.u[c] + alpha * ev[c];
+    }
+    ops::Zcn(tv.bx, m_.layer(l).norm_in.data(), d, tv.h);
+  }
+
+  // Normalise + rotate the key of KV head kvh and store key and value in the cache.
+  void StoreKv(uint32_t l, uint32_t kvh, uint32_t pos, uint32_t t, TokenView& tv) {
+    const uint32_t hd = g_.head_dim;
+    float* kk = tv.k + kvh * hd;
+    ops::Zcn(kk, m_.layer(l).k_norm.data(), hd, kk);
+    Rope(kk, t);
+    kv_.Store(l, kvh, pos, kk, tv.v + kvh * hd);
+  }
+
+  // The query heads reading KV head kvh: normalise, rotate, attend, gate.
+  void AttendHeads(uint32_t l, uint32_t kvh, uint32_t pos, uint32_t t, TokenView& tv, uint32_t me) {
+    const uint32_t hd = g_.head_dim, per_kv = g_.num_heads / g_.num_kv_heads;
+    float* scratch = &attn_scratch_[size_t(me) * per_kv * (kv_.rows() + 16)];
+    float* qq = tv.q + kvh * per_kv * hd;
+    for (uint32_t i = 0; i < per_kv; ++i) {
+      ops::Zcn(qq + i * hd, m_.layer(l).q_norm.data(), hd, qq + i * hd);
+      Rope(qq + i * hd, t);
+    }
+    float* o = tv.o + kvh * per_kv * hd;
+    kv_.Attend(l, kvh, pos, qq, per_kv, o, scratch);
+    float* gt = tv.gate + kvh * per_kv * hd;
+    kn::SigmoidInPlace(gt, per_kv * hd);
+    for (uint32_t c = 0; c < per_kv * hd; ++c) o[c] *= gt[c];
+  }
+
+  // Residual, Hadamard MLP, mHC post-mix: X <- sum_j P[i][j] X[j] + h_post[i] (x - u).
+  void PostMix(uint32_t l, TokenView& tv, float* hidden) {
     const uint32_t d = g_.d_model, m = g_.mhc_lanes, md = m * d, nh = g_.hada_n;
     const MhcWeights& mhc = m_.mhc();
     const LayerWeights& lw = m_.layer(l);
     const uint32_t selected = l % m;
-    float* x = &bx_[size_t(t) * d];
-    float* out = &out_[size_t(t) * d];
-    ops::Zcn(out, lw.post_norm.data(), d, out);
+    float* x = tv.bx;
+    // out_proj's output is shared (other threads read it too): normalise into h.
+    float* out = tv.h;
+    ops::Zcn(tv.out, lw.post_norm.data(), d, out);
     float ag = lw.attn_gate;
     kn::SigmoidInPlace(&ag, 1);
     for (uint32_t c = 0; c < d; ++c) x[c] += ag * out[c];
 
     // Hadamard MLP: x += (d3 * FWHT(silu(d2 * FWHT(d1 * ZCN(x)))))[:d].
-    float* z = &mlp_[size_t(t) * nh];
+    float* z = tv.z;
     std::fill(z, z + nh, 0.f);
     ops::Zcn(x, lw.pre_hada.data(), d, z);
     for (uint32_t i = 0; i < nh; ++i) z[i] *= lw.d1[i];
@@ -489,35 +690,27 @@ class FastForward final : public Forward {
     kn::FwhtOrthonormal(z, nh);
     for (uint32_t c = 0; c < d; ++c) x[c] += lw.d3[c] * z[c];
 
-    // delta = x - u; h_post; Sinkhorn; X_new[i] = sum_j P[i][j] X[j] + h_post[i] delta.
-    const float* u = &u_[size_t(t) * d];
-    const float* post = &post_[size_t(t) * phi_post_.rows() + l * m];
-    const float* res = &res_[size_t(t) * phi_res_.rows() + l * m * m];
     float hpost[16], P[64];
     for (uint32_t i = 0; i < m; ++i) {
       const float off = i == selected ? 0.0f : -4.0f;
-      hpost[i] = mhc.a_post[l] * post[i] + mhc.b_post[l * m + i] + off;
+      hpost[i] = mhc.a_post[l] * tv.post[i] + mhc.b_post[l * m + i] + off;
     }
     kn::SigmoidInPlace(hpost, m);
     for (uint32_t i = 0; i < m; ++i) hpost[i] *= 2.0f;
-    for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * res[k] + mhc.b_res[l * m * m + k];
+    for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * tv.res[k] + mhc.b_res[l * m * m + k];
     SinkhornFast(P, m);
-    float* X = &X_[size_t(t) * md];
-    float* Xn = &nx_[size_t(t) * md];  // nx is free until the next layer
+    float* Xn = tv.nx;  // nx is free until the next layer
     for (uint32_t i = 0; i < m; ++i) {
       float* xi = Xn + i * d;
       std::fill(xi, xi + d, 0.f);
       for (uint32_t j = 0; j < m; ++j) {
         const float p = P[i * m + j];
-        for (uint32_t c = 0; c < d; ++c) xi[c] += p * X[j * d + c];
+        for (uint32_t c = 0; c < d; ++c) xi[c] += p * tv.X[j * d + c];
       }
-      for (uint32_t c = 0; c < d; ++c) xi[c] += hpost[i] * (x[c] - u[c]);
+      for (uint32_t c = 0; c < d; ++c) xi[c] += hpost[i] * (x[c] - tv.u[c]);
     }
-    std::memcpy(X, Xn, md * sizeof(float));
-    if (opt_.keep_hidden) {
-      float* hid = &hidden_tld_[(size_t(p0 + t) * g_.num_layers + l) * d];
-      LaneMean(X, hid);
-    }
+    std::memcpy(tv.X, Xn, md * sizeof(float));
+    if (hidden) LaneMean(tv.X, hidden);
   }
 
   void LaneMean(const float* X, float* mean) const {
@@ -528,27 +721,15 @@ class FastForward final : public Forward {
     for (uint32_t c = 0; c < d; ++c) mean[c] /= float(m);
   }
 
-  void Logits(uint32_t n, uint32_t first, float* logits, uint32_t me, uint32_t nt) {
-    const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, cnt = n - first;
-#pragma omp for schedule(static)
-    for (uint32_t t = first; t < n; ++t) {
-      float* y = &y_[size_t(t - first) * d];
-      LaneMean(&X_[size_t(t) * md], y);
-      ops::Zcn(y, m_.final_norm().data(), d, y);
-    }
-#pragma omp single
-    in_logits_.Prepare(y_.data(), cnt, d, d);
-    Products(in_logits_, embedding_, 0, g_.vocab, cnt, logits, me, nt);
-  }
-
   const Model& m_;
   const Geometry& g_;
   ForwardOptions opt_;
   int threads_ = 1;
+  kn::Team team_;
   FastMatrix embedding_, phi_pre_, phi_post_, phi_res_;
   std::vector<FastLayer> layers_;
   std::vector<FastEngramSite> engram_;
-  SharedInput in_mhc_, in_attn_, in_out_, in_engram_, in_logits_;
+  std::vector<Inputs> inputs_;
   std::vector<float> inv_freq_;
   uint32_t hist_len_ = 1;
 
@@ -559,10 +740,13 @@ class FastForward final : public Forward {
   std::vector<float> hidden_tld_;
   mutable std::vector<float> hidden_ltd_;
 
-  // Chunk buffers ([chunk][...]).
-  std::vector<float> X_, nx_, pre_, post_, res_, u_, bx_, h_, q_, k_, v_, gate_, o_, out_, y_;
-  std::vector<float> eng_rows_, eng_vraw_, rope_, attn_scratch_, mlp_;
-  std::vector<std::vector<float>> eng_k_, eng_v_;
+  // Working buffers: per-token vectors (chunk_ for prefill, private_[thread] for decode)
+  // and the shared outputs of split work ([chunk][...]).
+  Buffers chunk_;
+  std::vector<Buffers> private_;
+  std::vector<float> pre_, post_, res_, o_, out_;
+  std::vector<float> eng_rows_, rope_, attn_scratch_;
+  std::vector<std::vector<float>> eng_k_, eng_v_, eng_vraw_;
 };
 
 }  // namespace

@@ -214,7 +214,7 @@ void PrepareActivations(Isa isa, const float* x, uint32_t tokens, size_t x_strid
                         uint32_t group, ActivationBatch* out, ActPrecision precision) {
   out->Reset(tokens, in, group, precision);
   auto prepare = Table(isa).prepare;
-  if (tokens >= 8 && !omp_in_parallel() && omp_get_max_threads() > 1) {
+  if (tokens >= 8 && omp_get_level() == 0 && omp_get_max_threads() > 1) {
 #pragma omp parallel for schedule(static)
     for (uint32_t t = 0; t < tokens; ++t) prepare(x + size_t(t) * x_stride, out, t);
   } else {
@@ -253,7 +253,7 @@ void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
 
 void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, float* y) {
   Isa isa = ActiveIsa();
-  if (m.code_bytes() >= kParallelCodeBytes && !omp_in_parallel() && omp_get_max_threads() > 1) {
+  if (m.code_bytes() >= kParallelCodeBytes && omp_get_level() == 0 && omp_get_max_threads() > 1) {
 #pragma omp parallel
     {
       RowRange r = RowSplit(m.out(), omp_get_num_threads(), omp_get_thread_num());
@@ -277,7 +277,7 @@ void MatMatRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_
 
 void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, float* y, size_t y_stride) {
   Isa isa = ActiveIsa();
-  if (m.code_bytes() * a.tokens() >= kParallelCodeBytes && !omp_in_parallel() &&
+  if (m.code_bytes() * a.tokens() >= kParallelCodeBytes && omp_get_level() == 0 &&
       omp_get_max_threads() > 1) {
 #pragma omp parallel
     {

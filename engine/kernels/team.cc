@@ -1,0 +1,73 @@
+#include "engine/kernels/team.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CACT_PAUSE() _mm_pause()
+#else
+#define CACT_PAUSE() ((void)0)
+#endif
+
+namespace cact::kernels {
+namespace {
+
+// A few microseconds of spinning (pause is ~40-140 cycles) before sleeping.
+constexpr int kSpins = 300;
+
+// Waits until `word` differs from `seen`.
+void AwaitChange(const std::atomic<uint32_t>& word, uint32_t seen) {
+  for (int i = 0; i < kSpins; ++i) {
+    if (word.load(std::memory_order_acquire) != seen) return;
+    CACT_PAUSE();
+  }
+  while (word.load(std::memory_order_acquire) == seen) word.wait(seen, std::memory_order_acquire);
+}
+
+}  // namespace
+
+void TeamBarrier::Wait() {
+  if (threads_ <= 1) return;
+  const uint32_t gen = generation_.load(std::memory_order_acquire);
+  if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == threads_) {
+    count_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_all();
+    return;
+  }
+  AwaitChange(generation_, gen);
+}
+
+Team::Team(uint32_t threads) : size_(threads < 1 ? 1 : threads), barrier_(size_) {
+  for (uint32_t me = 1; me < size_; ++me) workers_.emplace_back([this, me] { Worker(me); });
+}
+
+Team::~Team() {
+  stop_.store(true, std::memory_order_release);
+  job_generation_.fetch_add(1, std::memory_order_release);
+  job_generation_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+void Team::Run(const std::function<void(uint32_t, uint32_t)>& fn) {
+  if (size_ == 1) {
+    fn(0, 1);
+    return;
+  }
+  job_ = &fn;
+  job_generation_.fetch_add(1, std::memory_order_release);
+  job_generation_.notify_all();
+  fn(0, size_);
+  barrier_.Wait();  // every member finished
+}
+
+void Team::Worker(uint32_t me) {
+  uint32_t seen = 0;
+  for (;;) {
+    AwaitChange(job_generation_, seen);
+    seen = job_generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_acquire)) return;
+    (*job_)(me, size_);
+    barrier_.Wait();
+  }
+}
+
+}  // namespace cact::kernels
