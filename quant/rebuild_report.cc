@@ -60,6 +60,19 @@ std::string SummaryText(const RebuildReport& r) {
   s += absl::StrFormat("  tensors         %d: %d quantized, %d requantized, %d kept (base bytes), %d copied, %d fp16\n",
                        r.tensors.size(), r.Count(TensorAction::kQuantized), r.Count(TensorAction::kRequantized),
                        r.Count(TensorAction::kKept), r.Count(TensorAction::kCopied), r.Count(TensorAction::kEncoded));
+  // What a rebuild touched, by name, whenever something was kept or copied.
+  if (r.Count(TensorAction::kKept) + r.Count(TensorAction::kCopied) > 1) {
+    std::vector<std::string> touched;
+    for (const TensorOutcome& t : r.tensors)
+      if (t.action != TensorAction::kKept && t.action != TensorAction::kCopied) touched.push_back(t.name);
+    if (touched.size() > 12) {
+      const size_t more = touched.size() - 12;
+      touched.resize(12);
+      touched.push_back(absl::StrFormat("... and %d more", more));
+    }
+    s += absl::StrFormat("  changed         %s\n", touched.empty() ? "nothing (every tensor kept or copied)"
+                                                                 : absl::StrJoin(touched, ", "));
+  }
   s += absl::StrFormat("  parameters      %d (CQ %d, code-weighted width %.6f bits)\n", a.params, a.cq_params,
                        a.code_weighted_bits);
   s += absl::StrFormat("  payload         %s, %.6f bpw (incl. %d B of FP16 group norms)\n", Bytes(a.payload_bytes),
