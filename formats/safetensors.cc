@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "formats/float16.h"
+#include "lib/float16.h"
 #include "formats/le_bytes.h"
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"

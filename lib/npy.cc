@@ -4,32 +4,13 @@
 
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
+#include "lib/float16.h"
 #include "lib/status.h"
 
 namespace cact {
 namespace {
 
 uint16_t HalfBits(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
-
-float HalfToFloatLocal(uint16_t h) {
-  uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      int e = -1;
-      do { ++e; man <<= 1; } while (!(man & 1024));
-      bits = sign | uint32_t(127 - 15 - e) << 23 | (man & 1023) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7F800000u | man << 13;
-  } else {
-    bits = sign | (exp + 112) << 23 | man << 13;
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 // Pulls the value of 'key': ... out of the header dict (numpy writes a Python literal).
 std::string DictValue(const std::string& h, const std::string& key) {
@@ -107,7 +88,7 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* b, siz
     float f;
     if (d == "<f4") std::memcpy(&f, p, 4);
     else if (d == "<f8") { double x; std::memcpy(&x, p, 8); f = float(x); }
-    else if (d == "<f2") f = HalfToFloatLocal(HalfBits(p));
+    else if (d == "<f2") f = HalfBitsToFloat(HalfBits(p));
     else if (d == "<i4") { int32_t x; std::memcpy(&x, p, 4); f = float(x); }
     else if (d == "<u4") { uint32_t x; std::memcpy(&x, p, 4); f = float(x); }
     else if (d == "<i8") { int64_t x; std::memcpy(&x, p, 8); f = float(x); }

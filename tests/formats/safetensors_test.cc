@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "formats/cact/cact_file.h"
-#include "formats/float16.h"
+#include "lib/float16.h"
 #include "nlohmann/json.hpp"
 #include "support/test_support.h"
 

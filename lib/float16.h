@@ -1,6 +1,6 @@
 // IEEE binary16 and bfloat16 bit conversions (round to nearest even, subnormals, overflow
-// to inf, NaN kept NaN). Lives in formats/ so safetensors F16/BF16 need nothing from
-// quant/; quant/fp16 may forward to these.
+// to inf, NaN kept NaN). The one implementation: safetensors, .npy, quant/fp16
+// and the tools all use it.
 #pragma once
 #include <cstdint>
 

@@ -1,4 +1,4 @@
-#include "formats/float16.h"
+#include "lib/float16.h"
 
 #include <cstring>
 
