@@ -5,6 +5,7 @@
 //   cact-run MODEL -p TEXT [-n N] [--temperature T --top-k K --top-p P --seed S]
 //   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N]
 //   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
+//   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [-o md|json]
 // Common: --ref / --path fast|ref|auto, -t THREADS, --dump-hidden DIR, --probes, --json.
 // Exit codes: 0 ok, 1 validation failed or internal error, 2 bad input.
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "engine/bench.h"
 #include "engine/runner.h"
 
 namespace {
@@ -36,6 +38,8 @@ bool ReadText(const std::string& path, std::string* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `cact-run bench MODEL ...`: engine/bench.h.
+  if (argc > 1 && std::string(argv[1]) == "bench") return cact::BenchMain(argc - 1, argv + 1);
   CLI::App app{"cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
                "generation, the Needle chat template, path validation, timings"};
   cact::RunRequest req;

@@ -1,0 +1,433 @@
+#include "engine/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "engine/fast_forward.h"
+#include "engine/forward.h"
+#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/machine.h"
+#include "lib/cpu_features.h"
+#include "lib/file_bytes.h"
+#include "lib/sha256.h"
+#include "lib/status.h"
+#include "nlohmann/json.hpp"
+
+namespace cact {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Test {
+  std::string name;
+  bool prefill = false;
+  uint32_t depth = 0, tokens = 0;
+};
+
+struct Key {
+  std::string arm;
+  uint32_t threads;
+  std::string test;
+  bool operator<(const Key& o) const {
+    return std::tie(arm, threads, test) < std::tie(o.arm, o.threads, o.test);
+  }
+};
+
+struct Stats {
+  double mean = 0, sd = 0;
+  size_t n = 0;
+};
+Stats Summarise(const std::vector<double>& v) {
+  Stats s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  if (v.size() > 1) {
+    for (double x : v) s.sd += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(s.sd / double(v.size() - 1));
+  }
+  return s;
+}
+
+// What one decoded token reads and multiplies: every CQ matrix the forward uses (tables
+// are row lookups, not products).
+struct ModelCost {
+  uint64_t code_bytes = 0, macs = 0;
+};
+ModelCost DecodeCost(const Model& m) {
+  ModelCost c;
+  auto add = [&](const MatrixView& v) {
+    if (!v.is_cq()) return;
+    c.code_bytes += v.cq.code_bytes();
+    c.macs += uint64_t(v.cq.out) * v.cq.in_pad();
+  };
+  add(m.embedding());
+  for (const LayerWeights& l : m.layers())
+    for (const MatrixView* v : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj}) add(*v);
+  add(m.mhc().phi_pre);
+  add(m.mhc().phi_post);
+  add(m.mhc().phi_res);
+  for (const EngramSiteWeights& e : m.engram_sites()) {
+    add(e.key_proj);
+    add(e.value_proj);
+  }
+  return c;
+}
+
+std::string FileSha256(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::is_regular_file(path, ec)) return "?";
+  auto bytes = FileBytes::Open(path);
+  if (!bytes.ok()) return "?";
+  return Sha256Hex(bytes->span());
+}
+
+// Build description: the engine is compiled for baseline x86-64; each kernel file gets its
+// ISA's flags (engine/kernels/CMakeLists.txt) and the kernel is chosen at run time.
+#ifdef __OPTIMIZE__
+constexpr const char* kBuildFlags = "optimised build (Release: -O3), baseline x86-64 + per-ISA kernel flags";
+#else
+constexpr const char* kBuildFlags = "UNOPTIMISED build";
+#endif
+
+std::string SelfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+// Runs a command, returns its stdout (stderr discarded) or an error.
+absl::StatusOr<std::string> Capture(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return absl::InternalError("cannot run " + cmd);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  if (pclose(p) != 0) return absl::InternalError("command failed: " + cmd);
+  return out;
+}
+
+class Bench {
+ public:
+  Bench(const BenchOptions& o, const Model& model) : o_(o), model_(model) {}
+
+  absl::StatusOr<std::string> Run() {
+    const Geometry& g = model_.geometry();
+    if (o_.gen == 0 || o_.gen >= g.max_seq_len)
+      return absl::InvalidArgumentError("-n must be in 1..max_seq_len-1");
+    for (uint32_t p : o_.prompt) {
+      if (p == 0 || p > g.max_seq_len)
+        return absl::InvalidArgumentError(absl::StrFormat("-p %u is outside 1..%u", p, g.max_seq_len));
+      tests_.push_back({"pp" + std::to_string(p), true, 0, p});
+    }
+    for (uint32_t d : o_.depths) {
+      const uint32_t depth = std::min(d, g.max_seq_len - o_.gen);
+      tests_.push_back({absl::StrFormat("tg%u @ d%u", o_.gen, depth), false, depth, o_.gen});
+    }
+    for (const std::string& a : o_.arms)
+      if (a != "fast" && a != "fast-int8" && a != "ref" && a != "torch")
+        return absl::InvalidArgumentError("unknown arm '" + a + "' (fast, fast-int8, ref, torch)");
+    arms_ = o_.arms;
+    if (!o_.torch_binary.empty() && std::find(arms_.begin(), arms_.end(), "torch") == arms_.end())
+      arms_.push_back("torch");
+    if (std::find(arms_.begin(), arms_.end(), "torch") != arms_.end()) {
+      if (o_.torch_binary.empty())
+        return absl::InvalidArgumentError("the torch arm needs --torch PATH/cact-torch");
+      if (auto st = ExportTorch(); !st.ok()) return st;
+    }
+    std::mt19937 rng(uint32_t(o_.seed));
+    tokens_.resize(g.max_seq_len);
+    tokens_[0] = 2;
+    for (size_t i = 1; i < tokens_.size(); ++i) tokens_[i] = int32_t(4 + rng() % (g.vocab - 4));
+
+    cost_ = DecodeCost(model_);
+    for (uint32_t t : o_.threads) {
+      Limits lim;
+      lim.read_gbs = kernels::MeasureReadBandwidth(cost_.code_bytes, t, o_.limits_seconds);
+      lim.int8_gmacs = kernels::MeasureInt8Throughput(t, o_.limits_seconds);
+      limits_[t] = lim;
+    }
+
+    // Alternate: every repetition runs every test on every arm back to back.
+    for (uint32_t r = 0; r < o_.reps; ++r)
+      for (const Test& test : tests_)
+        for (uint32_t threads : o_.threads)
+          for (const std::string& arm : arms_) {
+            auto tps = RunOne(arm, threads, test);
+            if (!tps.ok()) return tps.status();
+            if (*tps > 0) samples_[{arm, threads, test.name}].push_back(*tps);
+            std::fprintf(stderr, "\r[rep %u/%u] %-9s t%u %-16s %10.1f t/s   ", r + 1, o_.reps,
+                         arm.c_str(), threads, test.name.c_str(), *tps);
+          }
+    std::fprintf(stderr, "\n");
+    return o_.format == "json" ? Json() : Markdown();
+  }
+
+ private:
+  struct Limits {
+    double read_gbs = 0, int8_gmacs = 0;
+  };
+
+  double FloorMs(uint32_t threads) const {
+    const Limits& l = limits_.at(threads);
+    const double mem = double(cost_.code_bytes) / (l.read_gbs * 1e9);
+    const double mac = double(cost_.macs) / (l.int8_gmacs * 1e9);
+    return 1e3 * std::max(mem, mac);
+  }
+
+  absl::Status ExportTorch() {
+    torch_dir_ = std::filesystem::temp_directory_path() /
+                 ("cact_bench_" + std::to_string(getpid()));
+    std::filesystem::create_directories(torch_dir_);
+    torch_model_ = (torch_dir_ / "model.pt").string();
+    auto out = Capture(o_.torch_binary + " export '" + o_.model_path + "' -o '" + torch_model_ + "'");
+    if (!out.ok()) return out.status();
+    return absl::OkStatus();
+  }
+
+  Forward* Path(const std::string& arm, uint32_t threads) {
+    auto key = std::make_pair(arm, threads);
+    auto it = paths_.find(key);
+    if (it != paths_.end()) return it->second.get();
+    ForwardOptions opt;
+    opt.threads = int(threads);
+    opt.attn.window = o_.window >= 0 ? uint32_t(o_.window) : model_.kv_window();
+    opt.attn.sink = o_.sink;
+    std::unique_ptr<Forward> f;
+    if (arm == "ref") {
+      f = MakeReferenceForward(model_, opt);
+    } else {
+      FastForwardOptions fo;
+      if (arm == "fast-int8") fo.two_level_activations = fo.codebook_residual = false;
+      f = MakeFastForward(model_, opt, fo);
+    }
+    return (paths_[key] = std::move(f)).get();
+  }
+
+  // Tokens per second of one run, or 0 when the arm skips the test.
+  absl::StatusOr<double> RunOne(const std::string& arm, uint32_t threads, const Test& test) {
+    const std::span<const int32_t> all(tokens_);
+    if (arm == "torch") {
+      if (!test.prefill) return 0.0;
+      std::string ids = absl::StrJoin(all.subspan(0, test.tokens), ",");
+      auto out = Capture(absl::StrFormat("%s run '%s' --tokens %s -w 2 -r 1 -t %u --json",
+                                         o_.torch_binary, torch_model_, ids, threads));
+      if (!out.ok()) return out.status();
+      auto j = nlohmann::json::parse(*out, nullptr, false);
+      if (j.is_discarded() || !j.contains("tokens_per_s"))
+        return absl::InternalError("unexpected cact-torch output: " + *out);
+      return j["tokens_per_s"].get<double>();
+    }
+    if (arm == "ref" && test.depth + test.tokens > o_.ref_max_tokens) return 0.0;
+    Forward* f = Path(arm, threads);
+    f->Reset();
+    std::vector<float> logits;
+    if (test.prefill) {
+      const double t0 = Now();
+      CACT_RETURN_IF_ERROR(f->Feed(all.subspan(0, test.tokens), &logits, false));
+      return test.tokens / (Now() - t0);
+    }
+    if (test.depth) CACT_RETURN_IF_ERROR(f->Feed(all.subspan(0, test.depth), nullptr, false));
+    const double t0 = Now();
+    for (uint32_t i = 0; i < test.tokens; ++i)
+      CACT_RETURN_IF_ERROR(f->Feed(all.subspan(test.depth + i, 1), &logits, false));
+    return test.tokens / (Now() - t0);
+  }
+
+  std::string Header() const {
+    const CpuFeatures& cpu = GetCpuFeatures();
+    return absl::StrFormat(
+        "cact-run bench: %s (sha256 %s)\nCPU: %s, kernel ISA %s; binary %s (sha256 %s), %s, "
+        "compiler GCC %s\nmodel: %.2f MB of codes and %.1f M int8 multiply-adds per decoded token; "
+        "window %d, sink %u; %u repetitions, arms alternated within each\n",
+        o_.model_path, model_sha_, cpu.brand, kernels::IsaName(kernels::ActiveIsa()), SelfPath(),
+        self_sha_, kBuildFlags, __VERSION__, cost_.code_bytes / 1e6, cost_.macs / 1e6,
+        o_.window >= 0 ? o_.window : int(model_.kv_window()), o_.sink, o_.reps);
+  }
+
+  std::string Markdown() const {
+    std::ostringstream s;
+    s << Header() << "\n| arm | threads | test | t/s |\n|---|---:|---|---:|\n";
+    for (const Test& test : tests_)
+      for (uint32_t t : o_.threads)
+        for (const std::string& arm : arms_) {
+          auto it = samples_.find({arm, t, test.name});
+          if (it == samples_.end()) continue;
+          Stats st = Summarise(it->second);
+          s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
+        }
+    // Ratios of the fast arm to every other arm.
+    std::vector<std::string> others;
+    for (const std::string& a : arms_)
+      if (a != "fast") others.push_back(a);
+    if (!others.empty() && std::find(arms_.begin(), arms_.end(), "fast") != arms_.end()) {
+      s << "\n| threads | test |";
+      for (const std::string& a : others) s << " fast / " << a << " |";
+      s << "\n|---:|---|";
+      for (size_t i = 0; i < others.size(); ++i) s << "---:|";
+      s << "\n";
+      for (const Test& test : tests_)
+        for (uint32_t t : o_.threads) {
+          auto f = samples_.find({"fast", t, test.name});
+          if (f == samples_.end()) continue;
+          s << "| " << t << " | " << test.name << " |";
+          const double fm = Summarise(f->second).mean;
+          for (const std::string& a : others) {
+            auto o = samples_.find({a, t, test.name});
+            if (o == samples_.end()) s << " – |";
+            else s << absl::StrFormat(" %.2f× |", fm / Summarise(o->second).mean);
+          }
+          s << "\n";
+        }
+    }
+    s << absl::StrFormat("\nmachine limits (buffer of %.2f MB = the model's codes):\n\n", cost_.code_bytes / 1e6);
+    s << "| threads | read GB/s | int8 GMAC/s | floor ms/token | fast tg ms/token (best depth) | fraction of floor |\n";
+    s << "|---:|---:|---:|---:|---:|---:|\n";
+    for (uint32_t t : o_.threads) {
+      const Limits& l = limits_.at(t);
+      double best = 0;
+      for (const Test& test : tests_) {
+        if (test.prefill) continue;
+        auto f = samples_.find({"fast", t, test.name});
+        if (f != samples_.end()) best = std::max(best, Summarise(f->second).mean);
+      }
+      const double floor = FloorMs(t), ms = best > 0 ? 1e3 / best : 0;
+      s << absl::StrFormat("| %u | %.1f | %.1f | %.4f | %s | %s |\n", t, l.read_gbs, l.int8_gmacs,
+                           floor, best > 0 ? absl::StrFormat("%.4f", ms) : "–",
+                           best > 0 ? absl::StrFormat("%.1f %%", 100 * floor / ms) : "–");
+    }
+    return s.str();
+  }
+
+  std::string Json() const {
+    nlohmann::ordered_json j;
+    j["model"] = {{"path", o_.model_path}, {"sha256", model_sha_}, {"code_bytes", cost_.code_bytes},
+                  {"macs_per_token", cost_.macs}};
+    j["machine"] = {{"cpu", GetCpuFeatures().brand},
+                    {"kernel", kernels::IsaName(kernels::ActiveIsa())},
+                    {"binary", SelfPath()}, {"binary_sha256", self_sha_},
+                    {"compiler", std::string("GCC ") + __VERSION__},
+                    {"build_flags", kBuildFlags}};
+    j["config"] = {{"reps", o_.reps}, {"gen", o_.gen},
+                   {"window", o_.window >= 0 ? o_.window : int(model_.kv_window())}, {"sink", o_.sink}};
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const Test& test : tests_)
+      for (uint32_t t : o_.threads)
+        for (const std::string& arm : arms_) {
+          auto it = samples_.find({arm, t, test.name});
+          if (it == samples_.end()) continue;
+          Stats st = Summarise(it->second);
+          rows.push_back({{"arm", arm}, {"threads", t}, {"test", test.name},
+                          {"kind", test.prefill ? "pp" : "tg"}, {"depth", test.depth},
+                          {"tokens", test.tokens}, {"mean_tps", st.mean}, {"stddev_tps", st.sd},
+                          {"samples", it->second}});
+        }
+    j["results"] = rows;
+    nlohmann::ordered_json lim = nlohmann::ordered_json::array();
+    for (uint32_t t : o_.threads)
+      lim.push_back({{"threads", t}, {"read_gbs", limits_.at(t).read_gbs},
+                     {"int8_gmacs", limits_.at(t).int8_gmacs}, {"floor_ms_per_token", FloorMs(t)}});
+    j["limits"] = lim;
+    return j.dump(2) + "\n";
+  }
+
+  const BenchOptions& o_;
+  const Model& model_;
+  std::vector<Test> tests_;
+  std::vector<std::string> arms_;
+  std::vector<int32_t> tokens_;
+  ModelCost cost_;
+  std::map<uint32_t, Limits> limits_;
+  std::map<Key, std::vector<double>> samples_;
+  std::map<std::pair<std::string, uint32_t>, std::unique_ptr<Forward>> paths_;
+  std::filesystem::path torch_dir_;
+  std::string torch_model_;
+
+ public:
+  std::string model_sha_, self_sha_;
+};
+
+template <typename T>
+bool ParseList(const std::string& text, std::vector<T>* out) {
+  out->clear();
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    try {
+      if constexpr (std::is_same_v<T, std::string>) out->push_back(std::string(part));
+      else out->push_back(T(std::stoul(std::string(part))));
+    } catch (...) {
+      return false;
+    }
+  }
+  return !out->empty();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RunBench(const BenchOptions& options) {
+  auto model = Model::Open(options.model_path);
+  if (!model.ok()) return model.status();
+  Bench b(options, **model);
+  b.model_sha_ = FileSha256(options.model_path);
+  b.self_sha_ = FileSha256(SelfPath());
+  return b.Run();
+}
+
+int BenchMain(int argc, char** argv) {
+  CLI::App app{"cact-run bench: throughput of the forward paths side by side (llama-bench style)"};
+  BenchOptions o;
+  std::string prompt = "256", depths = "0,256,1024,2048", threads = "1,2",
+              arms = "fast,fast-int8,ref";
+  app.add_option("model", o.model_path, ".cact model")->required();
+  app.add_option("-p,--prompt", prompt, "prefill lengths, comma-separated (ppN tests)");
+  app.add_option("-n,--gen", o.gen, "decoded tokens per tg test");
+  app.add_option("-d,--depth", depths, "context depths of the tg tests, comma-separated");
+  app.add_option("-r,--reps", o.reps, "repetitions (arms alternate within each)")->check(CLI::Range(1, 1000));
+  app.add_option("-t,--threads", threads, "thread counts, comma-separated");
+  app.add_option("--arms", arms, "fast, fast-int8, ref, torch (comma-separated)");
+  app.add_option("--torch", o.torch_binary, "cact-torch executable: adds the libtorch arm (prefill tests)");
+  app.add_option("--ref-max-tokens", o.ref_max_tokens, "skip reference runs needing more tokens");
+  app.add_option("--window", o.window, "attention window (default: the header's kv_window)");
+  app.add_option("--sink", o.sink, "pinned first positions");
+  app.add_option("-o,--output", o.format, "md or json")->check(CLI::IsMember({"md", "json"}));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  if (!ParseList(prompt, &o.prompt) || !ParseList(depths, &o.depths) ||
+      !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms)) {
+    std::fprintf(stderr, "cact-run bench: -p, -d, -t and --arms take comma-separated lists\n");
+    return 2;
+  }
+  for (uint32_t t : o.threads)
+    if (t < 1 || t > 256) {
+      std::fprintf(stderr, "cact-run bench: thread counts must be 1..256\n");
+      return 2;
+    }
+  auto report = RunBench(o);
+  if (!report.ok()) {
+    std::fprintf(stderr, "cact-run bench: %s\n", std::string(report.status().message()).c_str());
+    return 2;
+  }
+  std::fputs(report->c_str(), stdout);
+  return 0;
+}
+
+}  // namespace cact

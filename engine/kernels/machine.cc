@@ -1,0 +1,96 @@
+#include "engine/kernels/machine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/machine_table.h"
+#include "engine/kernels/team.h"
+
+namespace cact::kernels {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+uint64_t ReadPassScalar(const uint8_t* p, size_t bytes) {
+  uint64_t a = 0, b = 0;
+  size_t i = 0;
+  for (; i + 16 <= bytes; i += 16) {
+    uint64_t x, y;
+    std::memcpy(&x, p + i, 8);
+    std::memcpy(&y, p + i + 8, 8);
+    a ^= x;
+    b ^= y;
+  }
+  return a + b + i;
+}
+
+uint64_t DotLoopScalar(uint64_t iters) {
+  volatile int32_t acc = 0;
+  for (uint64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < 64; ++k) acc = acc + int32_t(int8_t(k)) * int32_t(uint8_t(i));
+  return iters * 64;
+}
+
+}  // namespace
+
+double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
+  bytes = std::max<size_t>(bytes / 256 * 256, 4096);
+  std::vector<uint8_t> buf(bytes);
+  for (size_t i = 0; i < bytes; ++i) buf[i] = uint8_t(i * 131 + 7);
+  const bool simd = ActiveIsa() == Isa::kAvx512;
+  Team team(threads);
+  double best = 0;
+  volatile uint64_t sink = 0;
+  const double end = Now() + seconds;
+  do {
+    team.Run([&](uint32_t me, uint32_t nt) {
+      RowRange r = RowSplit(uint32_t(bytes / 256), nt, me);  // 256-byte blocks
+      const uint8_t* p = buf.data() + size_t(r.begin) * 256;
+      const size_t n = size_t(r.end - r.begin) * 256;
+      sink = sink + (simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n));  // warm
+    });
+    const double t0 = Now();
+    const int passes = 8;
+    team.Run([&](uint32_t me, uint32_t nt) {
+      RowRange r = RowSplit(uint32_t(bytes / 256), nt, me);
+      const uint8_t* p = buf.data() + size_t(r.begin) * 256;
+      const size_t n = size_t(r.end - r.begin) * 256;
+      uint64_t s = 0;
+      for (int k = 0; k < passes; ++k) s += simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n);
+      if (s == 42) sink = sink + 1;
+    });
+    best = std::max(best, double(bytes) * passes / (Now() - t0) / 1e9);
+  } while (Now() < end);
+  return best;
+}
+
+double MeasureInt8Throughput(uint32_t threads, double seconds) {
+  uint64_t (*loop)(uint64_t) = DotLoopScalar;
+  switch (ActiveIsa()) {
+    case Isa::kAvx512: loop = internal::DotLoopAvx512; break;
+    case Isa::kAvxVnni: loop = internal::DotLoopAvxVnni; break;
+    case Isa::kAvx2: loop = internal::DotLoopAvx2; break;
+    case Isa::kScalar: break;
+  }
+  Team team(threads);
+  double best = 0;
+  const double end = Now() + seconds;
+  do {
+    std::vector<uint64_t> macs(threads, 0);
+    const double t0 = Now();
+    team.Run([&](uint32_t me, uint32_t) { macs[me] = loop(200000); });
+    const double dt = Now() - t0;
+    uint64_t total = 0;
+    for (uint64_t m : macs) total += m;
+    best = std::max(best, double(total) / dt / 1e9);
+  } while (Now() < end);
+  return best;
+}
+
+}  // namespace cact::kernels

@@ -1,0 +1,38 @@
+// GCC 12 false positive inside the AVX-512 intrinsics headers (_mm512_undefined_*).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include "engine/kernels/machine_table.h"
+
+namespace cact::kernels::internal {
+
+uint64_t ReadPassAvx512(const uint8_t* p, size_t bytes) {
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  size_t i = 0;
+  for (; i + 256 <= bytes; i += 256) {
+    a = _mm512_xor_si512(a, _mm512_loadu_si512(p + i));
+    b = _mm512_xor_si512(b, _mm512_loadu_si512(p + i + 64));
+    c = _mm512_xor_si512(c, _mm512_loadu_si512(p + i + 128));
+    d = _mm512_xor_si512(d, _mm512_loadu_si512(p + i + 192));
+  }
+  a = _mm512_xor_si512(_mm512_xor_si512(a, b), _mm512_xor_si512(c, d));
+  return uint64_t(_mm512_reduce_add_epi64(a)) + i;
+}
+
+uint64_t DotLoopAvx512(uint64_t iters) {
+  __m512i acc[8];
+  for (auto& x : acc) x = _mm512_setzero_si512();
+  __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
+  for (uint64_t i = 0; i < iters; ++i) {
+    for (int k = 0; k < 8; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], w, x);
+    __asm__ volatile("" : "+v"(w));
+  }
+  __m512i s = acc[0];
+  for (int k = 1; k < 8; ++k) s = _mm512_add_epi32(s, acc[k]);
+  volatile int32_t keep = _mm512_reduce_add_epi32(s);  // keeps every accumulator live
+  (void)keep;
+  return iters * 8 * 64;
+}
+
+}  // namespace cact::kernels::internal
