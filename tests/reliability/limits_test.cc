@@ -51,6 +51,8 @@ struct LyingCase {
   std::string field;  // expected in the error message
 };
 
+void PrintTo(const LyingCase& c, std::ostream* os) { *os << c.name; }
+
 class LyingCactHeader : public ::testing::TestWithParam<LyingCase> {};
 
 // Returns the rejection message ("" when the file was accepted).

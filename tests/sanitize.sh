@@ -1,0 +1,35 @@
+#!/bin/sh
+# AddressSanitizer + UBSan build of the unit tests (no libtorch) and a quick ctest subset:
+# the lib, formats, quant, kernels and reliability areas in full (the reliability sweeps are
+# the point: every truncation and bit flip of the fixtures with ASan watching the reads),
+# plus the engine tests that are quick under ASan. Build dir: <repo>/build-asan.
+#   tests/sanitize.sh [-j JOBS]
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${CACT_ASAN_BUILD:-$root/build-asan}
+jobs=2
+[ "${1:-}" = "-j" ] && jobs=$2
+
+cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACT_SANITIZE=ON \
+  -DCACT_WITH_TORCH=OFF >/dev/null
+
+# The unit test executables that exist in this checkout (areas land independently), plus
+# the tools the CLI-level reliability tests run.
+available=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \([a-z_-]*\).*/\1/p')
+targets=""
+for t in cact_lib_tests cact_formats_tests cact_quant_tests cact_kernels_tests cact_engine_tests \
+         cact_reliability_tests cact-inspect cact-quant cact-run; do
+  echo "$available" | grep -qx "$t" && targets="$targets $t"
+done
+echo "== building (ASan + UBSan):$targets"
+cmake --build "$build" -j"$jobs" --target $targets
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# Engine tests: the fixture forward passes only (the synthetic needle2 ones are minutes
+# under ASan); everything in the other areas.
+echo "== ctest (sanitized subset)"
+ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600 \
+  -L '^(lib|formats|quant|kernels|reliability|engine)$' \
+  -E "${CACT_ASAN_EXCLUDE:-[Nn]eedle2|Synthetic.*Large|Benchmark|Speed}"
