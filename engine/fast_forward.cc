@@ -54,6 +54,11 @@ class FastMatrix {
   uint32_t cols() const { return cols_; }
   // The activation group this matrix consumes (0: dense, reads the raw input).
   uint32_t group() const { return cq_ ? cq_->group() : 0; }
+  // The permuted activation layout its kernel reads (kernels::kLayoutPerm2/4, 0).
+  uint32_t layout() const {
+    if (!cq_) return 0;
+    return cq_->code_bits() == 2 ? kn::kLayoutPerm2 : cq_->code_bits() == 4 ? kn::kLayoutPerm4 : 0;
+  }
 
   // y[t * y_stride + r] = row r . x_t for tokens t < n and rows [rb, re). CQ matrices read
   // the prepared batch `act` (its group), dense ones the raw x.
@@ -82,6 +87,7 @@ class SharedInput {
  public:
   void SetPrecision(kn::ActPrecision p) { precision_ = p; }
   void AddConsumer(const FastMatrix& m) {
+    layouts_ |= m.layout();
     if (m.group() && std::find(groups_.begin(), groups_.end(), m.group()) == groups_.end()) {
       groups_.push_back(m.group());
       batches_.emplace_back();
@@ -91,7 +97,8 @@ class SharedInput {
   void Begin(const float* x, uint32_t n, size_t x_stride, uint32_t in) {
     x_ = x;
     stride_ = x_stride;
-    for (size_t i = 0; i < groups_.size(); ++i) batches_[i].Reset(n, in, groups_[i], precision_);
+    for (size_t i = 0; i < groups_.size(); ++i)
+      batches_[i].Reset(n, in, groups_[i], precision_, layouts_);
   }
   // Prepares row t (any thread; distinct rows may be prepared concurrently).
   void PrepareToken(uint32_t t) {
@@ -115,6 +122,7 @@ class SharedInput {
   const float* x_ = nullptr;
   size_t stride_ = 0;
   kn::ActPrecision precision_ = kn::ActPrecision::kInt8x2;
+  uint32_t layouts_ = 0;
 };
 
 // One row of a matrix record decoded on demand (embedding and engram table rows): codebook
@@ -419,9 +427,10 @@ class FastForward final : public Forward {
       TokenView tv = View(b, 0, l);
       ops::RmsUnit(tv.X, md, tv.nx);
       in.mhc.Prepare(tv.nx, 1, md, md);
-      Products(in.mhc, phi_pre_, l * m, l * m + m, 1, pre_.data(), me, nt);
-      Products(in.mhc, phi_post_, l * m, l * m + m, 1, post_.data(), me, nt);
-      Products(in.mhc, phi_res_, l * m * m, (l + 1) * m * m, 1, res_.data(), me, nt);
+      // Three small products (m, m and m*m rows): one per thread, round robin.
+      if (me == 0 % nt) in.mhc.Apply(phi_pre_, 1, l * m, l * m + m, pre_.data(), phi_pre_.rows());
+      if (me == 1 % nt) in.mhc.Apply(phi_post_, 1, l * m, l * m + m, post_.data(), phi_post_.rows());
+      if (me == 2 % nt) in.mhc.Apply(phi_res_, 1, l * m * m, (l + 1) * m * m, res_.data(), phi_res_.rows());
       team_.Barrier();
       const int site = m_.layer(l).engram_site;
       MixIn(l, tv, site >= 0 ? &eng_k_[site][0] : nullptr, site >= 0 ? ev[site] : nullptr);
@@ -700,15 +709,7 @@ class FastForward final : public Forward {
     for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * tv.res[k] + mhc.b_res[l * m * m + k];
     SinkhornFast(P, m);
     float* Xn = tv.nx;  // nx is free until the next layer
-    for (uint32_t i = 0; i < m; ++i) {
-      float* xi = Xn + i * d;
-      std::fill(xi, xi + d, 0.f);
-      for (uint32_t j = 0; j < m; ++j) {
-        const float p = P[i * m + j];
-        for (uint32_t c = 0; c < d; ++c) xi[c] += p * tv.X[j * d + c];
-      }
-      for (uint32_t c = 0; c < d; ++c) xi[c] += hpost[i] * (x[c] - tv.u[c]);
-    }
+    kn::MixLanes(P, tv.X, hpost, x, tv.u, m, d, Xn);
     std::memcpy(tv.X, Xn, md * sizeof(float));
     if (hidden) LaneMean(tv.X, hidden);
   }

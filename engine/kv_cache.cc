@@ -13,22 +13,7 @@ namespace {
 
 // One absmax/127 scale per vector, round to nearest even, clamp to [-127, 127].
 void QuantizeRow(const float* x, uint32_t n, int8_t* q, float* scale) {
-  float amax = 0.f;
-  bool finite = true;
-  for (uint32_t i = 0; i < n; ++i) {
-    float a = std::fabs(x[i]);
-    if (!(a <= std::numeric_limits<float>::max())) finite = false;
-    amax = a > amax ? a : amax;
-  }
-  if (!finite || amax == 0.f) {
-    for (uint32_t i = 0; i < n; ++i) q[i] = 0;
-    *scale = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  const float inv = 127.f / amax;
-  for (uint32_t i = 0; i < n; ++i)
-    q[i] = int8_t(std::clamp(std::nearbyint(x[i] * inv), -127.f, 127.f));
-  *scale = amax / 127.f;
+  kernels::QuantizeInt8(x, n, q, scale);
 }
 
 }  // namespace

@@ -158,8 +158,8 @@ void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
   for (int level = 0; level < (two ? 2 : 1); ++level) {
     int8_t* q = a->mutable_natural(t, level);
     for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
-    BuildPerm2(q, a->in_pad(), a->mutable_perm2(t, level));
-    BuildPerm4(q, a->in_pad(), a->mutable_perm4(t, level));
+    if (a->layouts() & kLayoutPerm2) BuildPerm2(q, a->in_pad(), a->mutable_perm2(t, level));
+    if (a->layouts() & kLayoutPerm4) BuildPerm4(q, a->in_pad(), a->mutable_perm4(t, level));
   }
 }
 
@@ -173,6 +173,8 @@ struct Codes512;
 template <>
 struct Codes512<2> {  // also ternary crumbs
   static constexpr uint32_t kChunkCodes = 256, kChunkBytes = 64, kSub = 4, kUnitCodes = 16;
+  static constexpr uint32_t kActChunk = 256;  // activation bytes per chunk
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.perm2(t, l); }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm2(t, l) + 256 * c + 64 * s;
   }
@@ -188,6 +190,8 @@ struct Codes512<2> {  // also ternary crumbs
 template <>
 struct Codes512<4> {
   static constexpr uint32_t kChunkCodes = 128, kChunkBytes = 64, kSub = 2, kUnitCodes = 8;
+  static constexpr uint32_t kActChunk = 128;
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.perm4(t, l); }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm4(t, l) + 128 * c + 64 * s;
   }
@@ -201,6 +205,8 @@ struct Codes512<4> {
 template <>
 struct Codes512<3> {  // 24 packed bytes -> 64 codes in natural order
   static constexpr uint32_t kChunkCodes = 64, kChunkBytes = 24, kSub = 1, kUnitCodes = 4;
+  static constexpr uint32_t kActChunk = 64;
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.natural(t, l); }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t, int l) {
     return a.natural(t, l) + 64 * c;
   }
@@ -489,7 +495,8 @@ void MatMatT(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_beg
   const size_t panel_vecs = size_t(chunks) * C::kSub * 16;
   __m512i* panel = tl_panel.Get<__m512i>(panel_vecs);
   __m512i* panel_lo = kLo ? tl_panel_lo.Get<__m512i>(panel_vecs) : nullptr;
-  int32_t* dots = tl_tdots.Get<int32_t>(size_t(G) * 16);
+  constexpr uint32_t kTokens = kComb ? 6 : 8;
+  int32_t* dots = tl_tdots.Get<int32_t>(size_t(G) * 16 * kTokens);
   float* gs = tl_gs.Get<float>(size_t(G) * T);
   for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m, gs + size_t(t) * G);
 
@@ -512,27 +519,47 @@ void MatMatT(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_beg
         if (kLo) Transpose16(wl[s], panel_lo + (size_t(c) * C::kSub + s) * 16);
       }
     }
-    for (uint32_t t = 0; t < T; ++t) {
+    // Tokens in blocks of kTokens: each panel vector is loaded once per block and the
+    // block's accumulators are independent chains (vpdpbusd has a 5-cycle latency).
+    // Missing tokens of the last block repeat its first token; their results are dropped.
+    for (uint32_t t0 = 0; t0 < T; t0 += kTokens) {
+      const uint32_t nt = std::min(kTokens, T - t0);
+      const int8_t* act1[kTokens];
+      const int8_t* act2[kTokens];
+      for (uint32_t j = 0; j < kTokens; ++j) {
+        const uint32_t t = t0 + (j < nt ? j : 0);
+        act1[j] = C::ActBase(a, t, 0);
+        act2[j] = C::ActBase(a, t, kRes ? 1 : 0);
+      }
       for (uint32_t g = 0; g < G; ++g) {
-        __m512i a1[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        __m512i a2[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        uint32_t k = 0;
+        __m512i a1[kTokens], a2[kTokens];
+        for (uint32_t j = 0; j < kTokens; ++j) a1[j] = a2[j] = _mm512_setzero_si512();
         for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
-          const uint32_t c = u / 16, j = u % 16;
-          for (uint32_t s = 0; s < C::kSub; ++s, ++k) {
-            const size_t pv = (size_t(c) * C::kSub + s) * 16 + j;
-            const __m512i x1 = Bcast4(C::Act(a, t, c, s, 0) + 4 * j);
-            a1[k & 1] = _mm512_dpbusd_epi32(a1[k & 1], panel[pv], x1);
-            if (kRes) a2[k & 1] = _mm512_dpbusd_epi32(a2[k & 1], panel[pv], Bcast4(C::Act(a, t, c, s, 1) + 4 * j));
-            if (kLo) a2[k & 1] = _mm512_dpbusd_epi32(a2[k & 1], panel_lo[pv], x1);
+          const uint32_t c = u / 16, jj = u % 16;
+          for (uint32_t s = 0; s < C::kSub; ++s) {
+            const size_t pv = (size_t(c) * C::kSub + s) * 16 + jj;
+            const size_t off = size_t(c) * C::kActChunk + 64 * s + 4 * jj;
+            const __m512i w = panel[pv];
+            const __m512i wl = kLo ? panel_lo[pv] : w;
+#pragma GCC unroll 8
+            for (uint32_t j = 0; j < kTokens; ++j) {
+              const __m512i x1 = Bcast4(act1[j] + off);
+              a1[j] = _mm512_dpbusd_epi32(a1[j], w, x1);
+              if (kRes) a2[j] = _mm512_dpbusd_epi32(a2[j], w, Bcast4(act2[j] + off));
+              if (kLo) a2[j] = _mm512_dpbusd_epi32(a2[j], wl, x1);
+            }
           }
         }
-        __m512i v = _mm512_add_epi32(a1[0], a1[1]);
-        if (kComb) v = _mm512_add_epi32(_mm512_slli_epi32(v, 7), _mm512_add_epi32(a2[0], a2[1]));
-        v = _mm512_sub_epi32(v, _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t, g)));
-        _mm512_store_si512(dots + 16 * g, v);
+        for (uint32_t j = 0; j < nt; ++j) {
+          __m512i v = a1[j];
+          if (kComb) v = _mm512_add_epi32(_mm512_slli_epi32(v, 7), a2[j]);
+          v = _mm512_sub_epi32(v, _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t0 + j, g)));
+          _mm512_store_si512(dots + (size_t(j) * G + g) * 16, v);
+        }
       }
-      Finish(m, r0, std::min(16u, row_end - r0), dots, gs + size_t(t) * G, y + t * y_stride);
+      for (uint32_t j = 0; j < nt; ++j)
+        Finish(m, r0, std::min(16u, row_end - r0), dots + size_t(j) * G * 16,
+               gs + size_t(t0 + j) * G, y + (t0 + j) * y_stride);
     }
   }
 }

@@ -180,7 +180,8 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
 void ActivationBatch::Free::operator()(int8_t* p) const { std::free(p); }
 
 void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group,
-                            ActPrecision precision) {
+                            ActPrecision precision, uint32_t layouts) {
+  layouts_ = layouts;
   tokens_ = tokens;
   in_ = in;
   group_ = group;
@@ -240,9 +241,20 @@ RowRange RowSplit(uint32_t rows, uint32_t parts, uint32_t part) {
   return {std::min(rows, b0 * 16), std::min(rows, b1 * 16)};
 }
 
+// The SIMD kernels read the permuted layout of the matrix's width: it must be built.
+void CheckLayout(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a) {
+  const uint32_t need = m.code_bits() == 2 ? kLayoutPerm2 : m.code_bits() == 4 ? kLayoutPerm4 : 0;
+  if (isa != Isa::kScalar && (a.layouts() & need) != need) {
+    std::fprintf(stderr, "cact kernels: activation batch lacks the layout a %u-bit matrix needs\n",
+                 m.code_bits());
+    std::abort();
+  }
+}
+
 void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                 uint32_t row_begin, uint32_t row_end, float* y) {
   if (row_begin >= row_end) return;
+  CheckLayout(isa, m, a);
   Table(isa).matvec(m, a, t, row_begin, row_end, y);
 }
 
@@ -267,6 +279,7 @@ void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, float
 void MatMatRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                 uint32_t row_end, float* y, size_t y_stride) {
   if (row_begin >= row_end || a.tokens() == 0) return;
+  CheckLayout(isa, m, a);
   Table(isa).matmat(m, a, row_begin, row_end, y, y_stride);
 }
 
@@ -292,6 +305,7 @@ void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, float* y, size_t 
 void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                uint32_t row_begin, uint32_t row_end, int32_t* dots) {
   if (row_begin >= row_end) return;
+  CheckLayout(isa, m, a);
   Table(isa).group_dots(m, a, t, row_begin, row_end, dots);
 }
 
@@ -325,7 +339,8 @@ void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t, int level) {
   const int8_t* q = a->natural(t, level);
   int8_t* p2 = a->mutable_perm2(t, level);
   int8_t* p4 = a->mutable_perm4(t, level);
-  size_t n2 = RoundUp(a->in_pad(), 256), n4 = RoundUp(a->in_pad(), 128);
+  size_t n2 = a->layouts() & kLayoutPerm2 ? RoundUp(a->in_pad(), 256) : 0;
+  size_t n4 = a->layouts() & kLayoutPerm4 ? RoundUp(a->in_pad(), 128) : 0;
   for (size_t k = 0; k < n2; ++k) {
     size_t c = k / 256, r = k % 256, m = r / 16, b = (r / 4) % 4, s = r % 4;
     p2[c * 256 + s * 64 + 4 * m + b] = k < a->in_pad() ? q[k] : 0;

@@ -95,6 +95,9 @@ class CqKernelMatrix {
 // bits of precision for one more int8 dot product per code (the official engine's
 // numerics are kInt8).
 enum class ActPrecision { kInt8 = 1, kInt8x2 = 2 };
+// Which permuted layouts a batch builds (the natural order is always built): the 2-bit
+// kernels read perm2, the 4-bit ones perm4, the 3-bit ones the natural order.
+inline constexpr uint32_t kLayoutPerm2 = 1, kLayoutPerm4 = 2, kAllLayouts = 3;
 
 // Prepared activations for `tokens` input vectors of length `in` (zero padded to in_pad):
 // per token, per group, the FWHT-rotated int8 values in three layouts (natural order, and
@@ -106,7 +109,8 @@ class ActivationBatch {
   ActivationBatch() = default;
   // (Re)shapes the batch; keeps the allocation when it is large enough.
   void Reset(uint32_t tokens, uint32_t in, uint32_t group,
-             ActPrecision precision = ActPrecision::kInt8);
+             ActPrecision precision = ActPrecision::kInt8, uint32_t layouts = kAllLayouts);
+  uint32_t layouts() const { return layouts_; }
 
   uint32_t tokens() const { return tokens_; }
   uint32_t in() const { return in_; }
@@ -146,6 +150,7 @@ class ActivationBatch {
   size_t off_[2][3] = {}, scale_off_ = 0, sum_off_[2] = {};
   uint32_t tokens_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0;
   ActPrecision precision_ = ActPrecision::kInt8;
+  uint32_t layouts_ = kAllLayouts;
 };
 
 // x: `tokens` rows of `in` floats, row stride x_stride floats. Rotates each group with the

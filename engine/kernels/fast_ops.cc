@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <algorithm>
 
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops_table.h"
@@ -88,10 +90,40 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
   }
 }
 
+void QuantizeScalar(const float* x, uint32_t n, int8_t* q, float* scale) {
+  float amax = 0.f;
+  bool finite = true;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (!(a <= std::numeric_limits<float>::max())) finite = false;
+    amax = a > amax ? a : amax;
+  }
+  if (!finite || amax == 0.f) {
+    for (uint32_t i = 0; i < n; ++i) q[i] = 0;
+    *scale = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  const float inv = 127.f / amax;
+  for (uint32_t i = 0; i < n; ++i)
+    q[i] = int8_t(std::min(127.f, std::max(-127.f, std::nearbyint(x[i] * inv))));
+  *scale = amax / 127.f;
+}
+
+void MixScalar(const float* P, const float* X, const float* h, const float* x, const float* u,
+               uint32_t m, uint32_t d, float* out) {
+  for (uint32_t i = 0; i < m; ++i)
+    for (uint32_t c = 0; c < d; ++c) {
+      float acc = 0.f;
+      for (uint32_t j = 0; j < m; ++j) acc = std::fma(P[i * m + j], X[size_t(j) * d + c], acc);
+      out[size_t(i) * d + c] = std::fma(h[i], x[c] - u[c], acc);
+    }
+}
+
 }  // namespace
 
 const FastOpsTable& ScalarFastOps() {
-  static const FastOpsTable t = {ExpScalar, SigmoidScalar, SiluScalar, FwhtScalar, AttendScalar};
+  static const FastOpsTable t = {ExpScalar, SigmoidScalar, SiluScalar, FwhtScalar, AttendScalar,
+                                 QuantizeScalar, MixScalar};
   return t;
 }
 
@@ -108,6 +140,13 @@ void ExpInPlace(float* x, size_t n) { Ops().exp(x, n); }
 void SigmoidInPlace(float* x, size_t n) { Ops().sigmoid(x, n); }
 void SiluInPlace(float* x, size_t n) { Ops().silu(x, n); }
 void FwhtOrthonormal(float* x, uint32_t n) { Ops().fwht(x, n); }
+void QuantizeInt8(const float* x, uint32_t n, int8_t* q, float* scale) {
+  Ops().quantize(x, n, q, scale);
+}
+void MixLanes(const float* P, const float* X, const float* h, const float* x, const float* u,
+              uint32_t m, uint32_t d, float* out) {
+  Ops().mix(P, X, h, x, u, m, d, out);
+}
 void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                 const float* key_scale, const int8_t* values, const float* value_scale,
                 uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch) {

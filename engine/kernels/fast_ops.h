@@ -20,6 +20,15 @@ void SiluInPlace(float* x, size_t n);
 // bits as quant/fwht.h FwhtOrthonormal. n is a power of two >= 16.
 void FwhtOrthonormal(float* x, uint32_t n);
 
+// One absmax scale for the vector: amax = max|x|; q = clamp(nearbyint(x * (127 / amax)),
+// -127, 127); scale = amax / 127. All-zero: q = 0, scale 0; a NaN/inf: q = 0, scale NaN.
+void QuantizeInt8(const float* x, uint32_t n, int8_t* q, float* scale);
+
+// mHC post-mix: out[i][c] = fma(h[i], x[c] - u[c], sum_j P[i][j] X[j][c]) with the sum an
+// fma chain over j = 0..m-1 starting from 0. X, out: [m][d]; P: [m][m].
+void MixLanes(const float* P, const float* X, const float* h, const float* x, const float* u,
+              uint32_t m, uint32_t d, float* out);
+
 // Visible KV rows of one attention query as up to three runs of row indices.
 struct AttentionRuns {
   size_t start[3] = {0, 0, 0};

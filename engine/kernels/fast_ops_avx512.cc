@@ -4,7 +4,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <cfloat>
 #include <cmath>
+#include <limits>
 
 #include "engine/kernels/fast_ops_table.h"
 
@@ -104,12 +106,14 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
         if (nh == 2) _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + idx, m, _mm512_mul_ps(a1, t));
         idx += cnt;
       }
+    // Softmax of each head in place: max (exact in any order), exp, 16 strided partial
+    // sums and a fixed tree.
+    float inv[2] = {0.f, 0.f};
     for (uint32_t i = i0; i < i0 + nh; ++i) {
       float* s = scratch + size_t(i) * total;
       float* oi = out + size_t(i) * hd;
       for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
       if (total == 0) continue;
-      // Max (exact in any order), exp, 16 strided partial sums, fixed tree.
       __m512 mv = _mm512_set1_ps(s[0]);
       for (uint32_t t = 0; t < total; t += 16) {
         const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
@@ -127,21 +131,81 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
       part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0xB1));
       part = _mm512_add_ps(part, _mm512_permute_ps(part, 0x4E));
       part = _mm512_add_ps(part, _mm512_permute_ps(part, 0xB1));
-      const float inv = 1.f / _mm512_cvtss_f32(part);
-      // Weighted values: lanes = dimensions, fma chain over rows in order.
-      __m512 acc[16];
-      for (uint32_t v = 0; v < nvec; ++v) acc[v] = _mm512_setzero_ps();
-      uint32_t id = 0;
-      for (int k = 0; k < runs.n; ++k)
-        for (uint32_t j = 0; j < runs.count[k]; ++j) {
-          const size_t r = runs.start[k] + j;
-          const __m512 w = _mm512_set1_ps((s[id++] * inv) * value_scale[r]);
-          const int8_t* vr = values + r * hd;
+      inv[i - i0] = 1.f / _mm512_cvtss_f32(part);
+    }
+    if (total == 0) continue;
+    // Weighted values: lanes = dimensions, an fma chain over rows in order per head; each
+    // value row is converted once for both heads.
+    const float* s0 = scratch + size_t(i0) * total;
+    const float* s1 = s0 + total;
+    __m512 acc0[16], acc1[16];
+    for (uint32_t v = 0; v < nvec; ++v) acc0[v] = acc1[v] = _mm512_setzero_ps();
+    uint32_t id = 0;
+    for (int k = 0; k < runs.n; ++k)
+      for (uint32_t j = 0; j < runs.count[k]; ++j, ++id) {
+        const size_t r = runs.start[k] + j;
+        const int8_t* vr = values + r * hd;
+        const __m512 w0 = _mm512_set1_ps((s0[id] * inv[0]) * value_scale[r]);
+        if (nh == 2) {
+          const __m512 w1 = _mm512_set1_ps((s1[id] * inv[1]) * value_scale[r]);
+          for (uint32_t v = 0; v < nvec; ++v) {
+            const __m512 x = LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF);
+            acc0[v] = _mm512_fmadd_ps(w0, x, acc0[v]);
+            acc1[v] = _mm512_fmadd_ps(w1, x, acc1[v]);
+          }
+        } else {
           for (uint32_t v = 0; v < nvec; ++v)
-            acc[v] = _mm512_fmadd_ps(w, LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF), acc[v]);
+            acc0[v] = _mm512_fmadd_ps(w0, LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF), acc0[v]);
         }
-      for (uint32_t v = 0; v < nvec; ++v)
-        _mm512_mask_storeu_ps(oi + 16 * v, v + 1 == nvec ? last : 0xFFFF, acc[v]);
+      }
+    for (uint32_t v = 0; v < nvec; ++v) {
+      const __mmask16 m = v + 1 == nvec ? last : 0xFFFF;
+      _mm512_mask_storeu_ps(out + size_t(i0) * hd + 16 * v, m, acc0[v]);
+      if (nh == 2) _mm512_mask_storeu_ps(out + size_t(i0 + 1) * hd + 16 * v, m, acc1[v]);
+    }
+  }
+}
+
+void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
+  const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512 m = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (uint32_t i = 0; i < n; i += 16) {
+    const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
+    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, x + i)), absmask));
+    bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+    m = _mm512_max_ps(a, m);  // a NaN never wins
+  }
+  const float amax = _mm512_reduce_max_ps(m);
+  if (bad || amax == 0.f) {
+    for (uint32_t i = 0; i < n; ++i) q[i] = 0;
+    *scale = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+    return;
+  }
+  const __m512 inv = _mm512_set1_ps(127.f / amax);
+  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+  for (uint32_t i = 0; i < n; i += 16) {
+    const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
+    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
+    r = _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
+    _mm_mask_storeu_epi8(q + i, k, _mm512_cvtepi32_epi8(r));
+  }
+  *scale = amax / 127.f;
+}
+
+void MixV(const float* P, const float* X, const float* h, const float* x, const float* u,
+          uint32_t m, uint32_t d, float* out) {
+  for (uint32_t c = 0; c < d; c += 16) {
+    const __mmask16 k = __mmask16(d - c < 16 ? (1u << (d - c)) - 1 : 0xFFFF);
+    const __m512 delta = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), _mm512_maskz_loadu_ps(k, u + c));
+    __m512 xj[16];
+    for (uint32_t j = 0; j < m && j < 16; ++j) xj[j] = _mm512_maskz_loadu_ps(k, X + size_t(j) * d + c);
+    for (uint32_t i = 0; i < m; ++i) {
+      __m512 acc = _mm512_setzero_ps();
+      for (uint32_t j = 0; j < m; ++j)
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(P[i * m + j]),
+                              j < 16 ? xj[j] : _mm512_maskz_loadu_ps(k, X + size_t(j) * d + c), acc);
+      _mm512_mask_storeu_ps(out + size_t(i) * d + c, k, _mm512_fmadd_ps(_mm512_set1_ps(h[i]), delta, acc));
     }
   }
 }
@@ -149,7 +213,7 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
 }  // namespace
 
 const FastOpsTable& Avx512FastOps() {
-  static const FastOpsTable t = {ExpV, SigmoidV, SiluV, FwhtV, AttendV};
+  static const FastOpsTable t = {ExpV, SigmoidV, SiluV, FwhtV, AttendV, QuantizeV, MixV};
   return t;
 }
 

@@ -132,5 +132,57 @@ TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
     }
 }
 
+TEST(FastOps, QuantizeInt8PerVector) {
+  std::mt19937 rng(5);
+  for (uint32_t n : {1u, 24u, 64u, 100u}) {
+    std::vector<float> x = RandomVector(n, rng, 3.0);
+    auto run = [&] {
+      std::vector<int8_t> q(n);
+      float s;
+      QuantizeInt8(x.data(), n, q.data(), &s);
+      std::vector<float> out(q.begin(), q.end());
+      out.push_back(s);
+      return out;
+    };
+    std::vector<float> r = run();
+    float amax = 0;
+    for (float v : x) amax = std::max(amax, std::fabs(v));
+    EXPECT_EQ(r[n], amax / 127.f);
+    for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(r[i], std::nearbyint(x[i] * (127.f / amax))) << i;
+    ExpectSameOnEveryIsa(run, "quantize");
+  }
+  std::vector<float> z(10, 0.f), bad(10, 1.f);
+  bad[7] = NAN;
+  std::vector<int8_t> q(10, 5);
+  float s = 1;
+  QuantizeInt8(z.data(), 10, q.data(), &s);
+  EXPECT_EQ(s, 0.f);
+  QuantizeInt8(bad.data(), 10, q.data(), &s);
+  EXPECT_TRUE(std::isnan(s));
+  for (int8_t v : q) EXPECT_EQ(v, 0);
+}
+
+TEST(FastOps, MixLanesMatchesDefinition) {
+  std::mt19937 rng(6);
+  for (uint32_t m : {4u, 3u}) {
+    const uint32_t d = 100;
+    std::vector<float> P = RandomVector(m * m, rng), X = RandomVector(m * d, rng),
+                       h = RandomVector(m, rng), x = RandomVector(d, rng), u = RandomVector(d, rng);
+    auto run = [&] {
+      std::vector<float> out(m * d);
+      MixLanes(P.data(), X.data(), h.data(), x.data(), u.data(), m, d, out.data());
+      return out;
+    };
+    std::vector<float> out = run();
+    for (uint32_t i = 0; i < m; ++i)
+      for (uint32_t c = 0; c < d; ++c) {
+        double want = double(h[i]) * (double(x[c]) - u[c]);
+        for (uint32_t j = 0; j < m; ++j) want += double(P[i * m + j]) * X[j * d + c];
+        EXPECT_NEAR(out[i * d + c], want, 1e-5 * (1 + std::fabs(want)));
+      }
+    ExpectSameOnEveryIsa(run, "mix");
+  }
+}
+
 }  // namespace
 }  // namespace cact::kernels
