@@ -4,6 +4,10 @@
 
 #include <omp.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -21,6 +25,7 @@ namespace {
 
 const internal::KernelTable& Table(Isa isa) {
   switch (isa) {
+    case Isa::kAvx512Vbmi: return internal::Avx512VbmiTable();
     case Isa::kAvx512: return internal::Avx512Table();
     case Isa::kAvxVnni: return internal::AvxVnniTable();
     case Isa::kAvx2: return internal::Avx2Table();
@@ -52,15 +57,16 @@ const char* IsaName(Isa isa) {
     case Isa::kAvx2: return "avx2";
     case Isa::kAvxVnni: return "avxvnni";
     case Isa::kAvx512: return "avx512";
+    case Isa::kAvx512Vbmi: return "avx512vbmi";
   }
   return "?";
 }
 
 absl::StatusOr<Isa> ParseIsa(std::string_view name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
     if (name == IsaName(isa)) return isa;
   return absl::InvalidArgumentError(
-      absl::StrFormat("unknown kernel '%s' (scalar, avx2, avxvnni or avx512)", name));
+      absl::StrFormat("unknown kernel '%s' (scalar, avx2, avxvnni, avx512 or avx512vbmi)", name));
 }
 
 bool IsaSupported(Isa isa) {
@@ -71,12 +77,13 @@ bool IsaSupported(Isa isa) {
     case Isa::kAvx2: return avx2;
     case Isa::kAvxVnni: return avx2 && f.avx_vnni;
     case Isa::kAvx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
+    case Isa::kAvx512Vbmi: return IsaSupported(Isa::kAvx512) && internal::HasAvx512Vbmi();
   }
   return false;
 }
 
 Isa BestIsa() {
-  for (Isa isa : {Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2})
+  for (Isa isa : {Isa::kAvx512Vbmi, Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2})
     if (IsaSupported(isa)) return isa;
   return Isa::kScalar;
 }
@@ -310,6 +317,16 @@ void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint3
 }
 
 namespace internal {
+
+bool HasAvx512Vbmi() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return c & (1u << 1);
+#else
+  return false;
+#endif
+}
 
 float ActScaleFactor(uint32_t group) {
   return float(1.0 / (127.0 * std::sqrt(double(group))));

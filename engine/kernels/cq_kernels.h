@@ -25,9 +25,13 @@
 namespace cact::kernels {
 
 // ---------------------------------------------------------------- kernel selection
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3 };
+// kAvx512Vbmi: the AVX-512 VNNI kernels with vpermb code tables (Ice Lake and later);
+// kAvx512 is the same without VBMI (Cascade Lake).
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAvx512Vbmi = 4 };
 const char* IsaName(Isa isa);
-absl::StatusOr<Isa> ParseIsa(std::string_view name);  // scalar|avx2|avxvnni|avx512
+absl::StatusOr<Isa> ParseIsa(std::string_view name);  // scalar|avx2|avxvnni|avx512|avx512vbmi
+// The AVX-512 kernels (with or without VBMI).
+inline bool IsAvx512(Isa isa) { return isa == Isa::kAvx512 || isa == Isa::kAvx512Vbmi; }
 bool IsaSupported(Isa isa);                              // this CPU can run it
 Isa BestIsa();                                           // best supported, from CPUID
 // The kernel in use: CACT_KERNEL (if set and supported; an unsupported or unknown value

@@ -131,7 +131,7 @@ const FastOpsTable& ScalarFastOps() {
 
 namespace {
 const internal::FastOpsTable& Ops() {
-  return ActiveIsa() == Isa::kAvx512 ? internal::Avx512FastOps() : internal::ScalarFastOps();
+  return IsAvx512(ActiveIsa()) ? internal::Avx512FastOps() : internal::ScalarFastOps();
 }
 }  // namespace
 

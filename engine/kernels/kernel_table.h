@@ -22,6 +22,9 @@ const KernelTable& ScalarTable();
 const KernelTable& Avx2Table();
 const KernelTable& AvxVnniTable();
 const KernelTable& Avx512Table();
+const KernelTable& Avx512VbmiTable();
+// AVX-512 VBMI (vpermb) present: CPUID leaf 7 ECX bit 1 (with the OS state of AVX-512).
+bool HasAvx512Vbmi();
 
 // Shared portable pieces.
 // Builds perm2/perm4 of one level from its natural layout (scalar; the reference layout).

@@ -43,7 +43,7 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
   bytes = std::max<size_t>(bytes / 256 * 256, 4096);
   std::vector<uint8_t> buf(bytes);
   for (size_t i = 0; i < bytes; ++i) buf[i] = uint8_t(i * 131 + 7);
-  const bool simd = ActiveIsa() == Isa::kAvx512;
+  const bool simd = IsAvx512(ActiveIsa());
   Team team(threads);
   double best = 0;
   volatile uint64_t sink = 0;
@@ -73,7 +73,8 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
 double MeasureInt8Throughput(uint32_t threads, double seconds) {
   uint64_t (*loop)(uint64_t) = DotLoopScalar;
   switch (ActiveIsa()) {
-    case Isa::kAvx512: loop = internal::DotLoopAvx512; break;
+    case Isa::kAvx512:
+    case Isa::kAvx512Vbmi: loop = internal::DotLoopAvx512; break;
     case Isa::kAvxVnni: loop = internal::DotLoopAvxVnni; break;
     case Isa::kAvx2: loop = internal::DotLoopAvx2; break;
     case Isa::kScalar: break;

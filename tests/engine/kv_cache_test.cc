@@ -155,7 +155,7 @@ TEST(KvCache, AttentionIsBitIdenticalOnEveryIsa) {
   std::vector<float> q = Randn(n_q * hd, rng), scratch(n_q * (kv.rows() + 16));
   const kernels::Isa before = kernels::ActiveIsa();
   std::vector<float> base;
-  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512}) {
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi}) {
     if (!kernels::SetActiveIsa(isa)) continue;
     std::vector<float> out(n_q * hd);
     kv.Attend(0, 0, 149, q.data(), n_q, out.data(), scratch.data());

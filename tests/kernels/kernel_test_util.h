@@ -19,7 +19,7 @@ namespace cact::kernels::testing {
 
 inline std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
     if (IsaSupported(isa)) out.push_back(isa);
   return out;
 }

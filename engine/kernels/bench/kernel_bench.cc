@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
               stages.size(), code_bytes / 1e6, macs / 1e6, threads);
 
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512})
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
     if (IsaSupported(isa) && (isa_arg == "all" || isa_arg == IsaName(isa))) isas.push_back(isa);
 
   std::vector<float> x(size_t(tokens) * m * d);

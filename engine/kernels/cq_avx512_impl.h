@@ -1,0 +1,617 @@
+// AVX-512 (F/BW/VL/VNNI) CQ kernels, shared by cq_avx512.cc and cq_avx512vbmi.cc (which
+// defines CACT_AVX512_VBMI 1: code bytes index a 64-entry table with vpermb, so the code
+// fields need no masking). Only called when CPUID says the CPU has the ISA. Everything
+// lives in an anonymous namespace: the two including files have different ISA flags and
+// must not share (ODR-merge) any function.
+//
+// Decode (MatVec): 16 rows at a time. Each row's packed codes are loaded straight from the
+// blob a 64-byte chunk at a time, expanded to codebook bytes with shifts + a byte shuffle
+// (the codebook offset by +128, so unsigned for vpdpbusd; the offset is removed with the
+// per-group activation sums), and multiplied with the activation in the matching order
+// (ActivationBatch perm2 / perm4 / natural). Per 16 rows, a tree of 32-bit adds turns the
+// 16 accumulators into one vector per group whose lanes are the rows.
+//
+// Prefill (MatMat): the 16 rows' expanded codes are transposed once into a panel where
+// each 64-byte vector holds 4 codes of each of the 16 rows; every token then needs one
+// vpdpbusd per panel vector with a broadcast 4-byte activation, and no reduction.
+// GCC 12's AVX-512 headers trip -Wmaybe-uninitialized on _mm512_undefined_*() inside the
+// intrinsics themselves (a known false positive).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "engine/kernels/kernel_table.h"
+#include "engine/kernels/scratch.h"
+
+#ifndef CACT_AVX512_VBMI
+#error "define CACT_AVX512_VBMI (0 or 1) before including cq_avx512_impl.h"
+#endif
+
+namespace cact::kernels::internal {
+namespace {
+
+constexpr bool kVbmi = CACT_AVX512_VBMI;
+
+// ------------------------------------------------------------------ activation prepare
+
+// Butterflies h = 1, 2, 4, 8 inside one vector: x' = x * sign + swapped, which rounds
+// exactly like a + b / a - b.
+inline __m512 InRegisterFwht(__m512 v) {
+  const __m512 s1 = _mm512_setr_ps(1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1, 1, -1);
+  const __m512 s2 = _mm512_setr_ps(1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1, 1, 1, -1, -1);
+  const __m512 s4 = _mm512_setr_ps(1, 1, 1, 1, -1, -1, -1, -1, 1, 1, 1, 1, -1, -1, -1, -1);
+  const __m512 s8 = _mm512_setr_ps(1, 1, 1, 1, 1, 1, 1, 1, -1, -1, -1, -1, -1, -1, -1, -1);
+  v = _mm512_fmadd_ps(v, s1, _mm512_permute_ps(v, 0xB1));
+  v = _mm512_fmadd_ps(v, s2, _mm512_permute_ps(v, 0x4E));
+  v = _mm512_fmadd_ps(v, s4, _mm512_shuffle_f32x4(v, v, 0xB1));
+  v = _mm512_fmadd_ps(v, s8, _mm512_shuffle_f32x4(v, v, 0x4E));
+  return v;
+}
+
+void BuildPerm4(const int8_t* q, uint32_t in_pad, int8_t* out) {
+  const uint32_t nat = (in_pad + 63) / 64 * 64;
+  const __m512i lo = _mm512_set1_epi16(0x00FF);
+  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  for (uint32_t c = 0; c * 128 < in_pad; ++c) {
+    __m512i x0 = _mm512_load_si512(q + 128 * c);
+    __m512i x1 = 128 * c + 64 < nat ? _mm512_load_si512(q + 128 * c + 64) : _mm512_setzero_si512();
+    __m512i even = _mm512_packus_epi16(_mm512_and_si512(x0, lo), _mm512_and_si512(x1, lo));
+    __m512i odd = _mm512_packus_epi16(_mm512_srli_epi16(x0, 8), _mm512_srli_epi16(x1, 8));
+    _mm512_store_si512(out + 128 * c, _mm512_permutexvar_epi64(order, even));
+    _mm512_store_si512(out + 128 * c + 64, _mm512_permutexvar_epi64(order, odd));
+  }
+}
+
+void BuildPerm2(const int8_t* q, uint32_t in_pad, int8_t* out) {
+  const uint32_t nat = (in_pad + 63) / 64 * 64;
+  // Inside each 16-byte lane: byte 4d + s -> byte 4s + d.
+  const __m512i tr = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  const __m512i ia = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
+  const __m512i ib = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
+  for (uint32_t c = 0; c * 256 < in_pad; ++c) {
+    __m512i y[4];
+    for (int i = 0; i < 4; ++i) {
+      uint32_t off = 256 * c + 64 * i;
+      y[i] = off < nat ? _mm512_shuffle_epi8(_mm512_load_si512(q + off), tr) : _mm512_setzero_si512();
+    }
+    __m512i p01a = _mm512_permutex2var_epi32(y[0], ia, y[1]);
+    __m512i p01b = _mm512_permutex2var_epi32(y[0], ib, y[1]);
+    __m512i p23a = _mm512_permutex2var_epi32(y[2], ia, y[3]);
+    __m512i p23b = _mm512_permutex2var_epi32(y[2], ib, y[3]);
+    int8_t* o = out + 256 * c;
+    _mm512_store_si512(o + 0, _mm512_shuffle_i64x2(p01a, p23a, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm512_store_si512(o + 64, _mm512_shuffle_i64x2(p01a, p23a, _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm512_store_si512(o + 128, _mm512_shuffle_i64x2(p01b, p23b, _MM_SHUFFLE(1, 0, 1, 0)));
+    _mm512_store_si512(o + 192, _mm512_shuffle_i64x2(p01b, p23b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+}
+
+inline __m512i RoundClamp127(__m512 v) {
+  __m512i r = _mm512_cvtps_epi32(v);  // nearest even (MXCSR)
+  return _mm512_min_epi32(_mm512_max_epi32(r, _mm512_set1_epi32(-127)), _mm512_set1_epi32(127));
+}
+
+void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
+  const uint32_t n = a->group(), in = a->in(), nv = n / 16;
+  const bool two = a->two_level();
+  int8_t* q1 = a->mutable_natural(t, 0);
+  int8_t* q2 = a->mutable_natural(t, 1);
+  float* scale = a->mutable_scale(t);
+  const float factor = ActScaleFactor(n);
+  const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
+  const __m512 fmax = _mm512_set1_ps(FLT_MAX);
+  __m512 v[32];
+  for (uint32_t g = 0; g < a->groups(); ++g) {
+    const uint32_t base = g * n;
+    for (uint32_t i = 0; i < nv; ++i) {
+      uint32_t k = base + 16 * i;
+      __m512 xi;
+      if (k + 16 <= in) {
+        xi = _mm512_loadu_ps(x + k);
+      } else if (k < in) {
+        xi = _mm512_maskz_loadu_ps(__mmask16((1u << (in - k)) - 1), x + k);
+      } else {
+        xi = _mm512_setzero_ps();
+      }
+      v[i] = InRegisterFwht(xi);
+    }
+    for (uint32_t h = 1; h < nv; h <<= 1)
+      for (uint32_t i = 0; i < nv; i += 2 * h)
+        for (uint32_t j = i; j < i + h; ++j) {
+          __m512 p = v[j], r = v[j + h];
+          v[j] = _mm512_add_ps(p, r);
+          v[j + h] = _mm512_sub_ps(p, r);
+        }
+    __m512 m = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    for (uint32_t i = 0; i < nv; ++i) {
+      __m512 av = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v[i]), absmask));
+      bad |= _mm512_cmp_ps_mask(av, fmax, _CMP_NLE_UQ);
+      m = _mm512_max_ps(av, m);  // a NaN in av never wins (max returns the 2nd operand)
+    }
+    float amax = _mm512_reduce_max_ps(m);
+    if (bad || amax == 0.f) {
+      std::memset(q1 + base, 0, n);
+      if (two) std::memset(q2 + base, 0, n);
+      scale[g] = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+      a->mutable_sum(t, 0)[g] = 0;
+      if (two) a->mutable_sum(t, 1)[g] = 0;
+      continue;
+    }
+    const __m512 inv = _mm512_set1_ps(127.f / amax);
+    const __m512 k128 = _mm512_set1_ps(128.f);
+    __m512i s1 = _mm512_setzero_si512(), s2 = _mm512_setzero_si512();
+    for (uint32_t i = 0; i < nv; ++i) {
+      const __m512 p = _mm512_mul_ps(v[i], inv);
+      const __m512i r = RoundClamp127(p);
+      s1 = _mm512_add_epi32(s1, r);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + base + 16 * i), _mm512_cvtepi32_epi8(r));
+      if (two) {
+        const __m512i r2 = RoundClamp127(_mm512_mul_ps(_mm512_sub_ps(p, _mm512_cvtepi32_ps(r)), k128));
+        s2 = _mm512_add_epi32(s2, r2);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + base + 16 * i), _mm512_cvtepi32_epi8(r2));
+      }
+    }
+    scale[g] = amax * factor;
+    a->mutable_sum(t, 0)[g] = _mm512_reduce_add_epi32(s1);
+    if (two) a->mutable_sum(t, 1)[g] = _mm512_reduce_add_epi32(s2);
+  }
+  for (int level = 0; level < (two ? 2 : 1); ++level) {
+    int8_t* q = a->mutable_natural(t, level);
+    for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
+    if (a->layouts() & kLayoutPerm2) BuildPerm2(q, a->in_pad(), a->mutable_perm2(t, level));
+    if (a->layouts() & kLayoutPerm4) BuildPerm4(q, a->in_pad(), a->mutable_perm4(t, level));
+  }
+}
+
+// ------------------------------------------------------------------ code expansion
+
+// Splits one chunk of packed codes P into kSub vectors of code indices idx[s]; byte j of
+// idx[s] multiplies byte j of the chunk's activation run s (level l at Act(a, t, c, s, l)).
+template <int kCodeBits>
+struct Codes512;
+
+template <>
+struct Codes512<2> {  // also ternary crumbs
+  static constexpr uint32_t kChunkCodes = 256, kChunkBytes = 64, kSub = 4, kUnitCodes = 16;
+  static constexpr uint32_t kActChunk = 256;  // activation bytes per chunk
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.perm2(t, l); }
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
+    return a.perm2(t, l) + 256 * c + 64 * s;
+  }
+  static inline void Indices(__m512i p, __m512i* idx) {
+    if (kVbmi) {  // the table repeats every 4 entries; vpermb ignores bits 6-7
+      idx[0] = p;
+      idx[1] = _mm512_srli_epi16(p, 2);
+      idx[2] = _mm512_srli_epi16(p, 4);
+      idx[3] = _mm512_srli_epi16(p, 6);
+      return;
+    }
+    const __m512i m3 = _mm512_set1_epi8(3);
+    idx[0] = _mm512_and_si512(p, m3);
+    idx[1] = _mm512_and_si512(_mm512_srli_epi16(p, 2), m3);
+    idx[2] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m3);
+    idx[3] = _mm512_and_si512(_mm512_srli_epi16(p, 6), m3);
+  }
+};
+
+template <>
+struct Codes512<4> {
+  static constexpr uint32_t kChunkCodes = 128, kChunkBytes = 64, kSub = 2, kUnitCodes = 8;
+  static constexpr uint32_t kActChunk = 128;
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.perm4(t, l); }
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
+    return a.perm4(t, l) + 128 * c + 64 * s;
+  }
+  static inline void Indices(__m512i p, __m512i* idx) {
+    if (kVbmi) {  // the table repeats every 16 entries; vpermb ignores bits 6-7
+      idx[0] = p;
+      idx[1] = _mm512_srli_epi16(p, 4);
+      return;
+    }
+    const __m512i m15 = _mm512_set1_epi8(15);
+    idx[0] = _mm512_and_si512(p, m15);
+    idx[1] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m15);
+  }
+};
+
+template <>
+struct Codes512<3> {  // 24 packed bytes -> 64 codes in natural order
+  static constexpr uint32_t kChunkCodes = 64, kChunkBytes = 24, kSub = 1, kUnitCodes = 4;
+  static constexpr uint32_t kActChunk = 64;
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.natural(t, l); }
+  static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t, int l) {
+    return a.natural(t, l) + 64 * c;
+  }
+  static inline void Indices(__m512i p, __m512i* idx) {
+    // 16-byte lane L gets packed bytes 6L..6L+5 (codes 16L..16L+15); they start at byte
+    // 0, 2, 0, 2 of the lane after this dword permutation.
+    const __m512i dw = _mm512_setr_epi32(0, 1, 2, 0, 1, 2, 3, 0, 3, 4, 5, 0, 4, 5, 6, 0);
+    const __m512i lane_off = _mm512_setr_epi32(0, 0, 0, 0, 0x02020202, 0x02020202, 0x02020202,
+                                               0x02020202, 0, 0, 0, 0, 0x02020202, 0x02020202,
+                                               0x02020202, 0x02020202);
+    // Word i (code i, bit 3i) = bytes floor(3i/8) and the next; the second 8 codes are 3
+    // bytes further. Each word is then shifted right by 3i mod 8.
+    const __m512i ca = _mm512_add_epi8(
+        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 0, 1, 0, 1, 1, 2, 1, 2, 1, 2, 2, 3, 2, 3)),
+        lane_off);
+    const __m512i cb = _mm512_add_epi8(ca, _mm512_set1_epi8(3));
+    const __m512i sh = _mm512_broadcast_i32x4(_mm_setr_epi16(0, 3, 6, 1, 4, 7, 2, 5));
+    const __m512i m7 = _mm512_set1_epi16(7);
+    __m512i v = _mm512_permutexvar_epi32(dw, p);
+    __m512i lo = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_epi8(v, ca), sh), m7);
+    __m512i hi = _mm512_and_si512(_mm512_srlv_epi16(_mm512_shuffle_epi8(v, cb), sh), m7);
+    idx[0] = _mm512_packus_epi16(lo, hi);
+  }
+};
+
+inline __m512i LoadChunk(const uint8_t* p, uint32_t bytes) {
+  if (bytes == 64) return _mm512_loadu_si512(p);
+  return _mm512_maskz_loadu_epi8((~0ull) >> (64 - bytes), p);
+}
+
+// Byte table of the codebook (or its residual) offset by +128: unsigned for vpdpbusd.
+// pshufb form: 16 entries in every 128-bit lane; vpermb form: 64 entries, entry k holding
+// code k mod 2^code_bits (so unmasked code fields index it).
+inline __m512i OffsetLut(const int8_t* values, uint32_t code_bits) {
+  alignas(64) uint8_t lut[64];
+  const uint32_t mask = kVbmi ? (1u << code_bits) - 1 : 15;
+  for (int k = 0; k < 64; ++k) lut[k] = uint8_t(int(values[k & mask]) + 128);
+  if (kVbmi) return _mm512_load_si512(lut);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
+}
+
+inline __m512i Lookup(__m512i lut, __m512i idx) {
+  if constexpr (kVbmi) return _mm512_permutexvar_epi8(idx, lut);
+  else return _mm512_shuffle_epi8(lut, idx);
+}
+
+// What the +128 offsets added to the combined dot of group g (subtracted at the end):
+// M * 128 * S1 + [two-level] 128 * S2 + [residual codebook] 128 * S1, modulo 2^32.
+template <bool kRes, bool kLo>
+inline int32_t OffsetCorrection(const ActivationBatch& a, uint32_t t, uint32_t g) {
+  const uint32_t M = kRes || kLo ? 128 : 1;
+  uint32_t s1 = uint32_t(a.sum(t, 0)[g]);
+  uint32_t c = M * 128u * s1;
+  if (kRes) c += 128u * uint32_t(a.sum(t, 1)[g]);
+  if (kLo) c += 128u * s1;
+  return int32_t(c);
+}
+
+// ------------------------------------------------------------------ reductions
+
+// Levels 1-2: acc[4k..4k+3] -> w[k] whose 128-bit lane L holds, for rows 4k..4k+3, the sum
+// of that row's four dwords in lane L.
+inline void ReduceToLanes(const __m512i* acc, __m512i* w) {
+  for (int k = 0; k < 4; ++k) {
+    const __m512i* a = acc + 4 * k;
+    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+  }
+}
+
+// Two groups per accumulator (lanes 0-7 and 8-15): out[0], out[1] with lanes = rows.
+inline void ReduceHalves(const __m512i* acc, __m512i* out) {
+  __m512i w[4];
+  ReduceToLanes(acc, w);
+  __m512i x01 = _mm512_add_epi32(_mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  __m512i x23 = _mm512_add_epi32(_mm512_shuffle_i32x4(w[2], w[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                 _mm512_shuffle_i32x4(w[2], w[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  out[0] = _mm512_shuffle_i32x4(x01, x23, _MM_SHUFFLE(2, 0, 2, 0));
+  out[1] = _mm512_shuffle_i32x4(x01, x23, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// Four groups per accumulator (one per 128-bit lane).
+inline void ReduceQuarters(const __m512i* acc, __m512i* out) {
+  __m512i w[4];
+  ReduceToLanes(acc, w);
+  __m512i t0 = _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(1, 0, 1, 0));
+  __m512i t1 = _mm512_shuffle_i32x4(w[0], w[1], _MM_SHUFFLE(3, 2, 3, 2));
+  __m512i t2 = _mm512_shuffle_i32x4(w[2], w[3], _MM_SHUFFLE(1, 0, 1, 0));
+  __m512i t3 = _mm512_shuffle_i32x4(w[2], w[3], _MM_SHUFFLE(3, 2, 3, 2));
+  out[0] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0));
+  out[1] = _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1));
+  out[2] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0));
+  out[3] = _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+inline __m512i ReduceFull(const __m512i* acc) {
+  __m512i h[2];
+  ReduceHalves(acc, h);
+  return _mm512_add_epi32(h[0], h[1]);
+}
+
+// ------------------------------------------------------------------ decode
+
+// Exact combined group dots of 16 rows starting at r0 (rows past the end repeat the last
+// row): dots[g * 16 + i] for row r0 + i.
+template <int kBits, bool kRes, bool kLo>
+void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t r0,
+               int32_t* dots) {
+  using C = Codes512<kBits>;
+  constexpr bool kComb = kRes || kLo;
+  const uint32_t G = m.groups(), n = m.group();
+  const uint64_t rb = m.row_bytes();
+  const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
+  const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
+  const __m512i lut = OffsetLut(m.codebook().value, m.code_bits());
+  const __m512i lut_lo = OffsetLut(m.codebook().lo, m.code_bits());
+  const uint8_t* rows[16];
+  for (uint32_t i = 0; i < 16; ++i) rows[i] = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+
+  auto accumulate = [&](uint32_t c, __m512i* acc) __attribute__((always_inline)) {
+    __m512i a1[C::kSub], a2[C::kSub];
+    for (uint32_t s = 0; s < C::kSub; ++s) {
+      a1[s] = _mm512_load_si512(C::Act(a, t, c, s, 0));
+      if (kRes) a2[s] = _mm512_load_si512(C::Act(a, t, c, s, 1));
+    }
+    const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
+#pragma GCC unroll 16
+    for (uint32_t i = 0; i < 16; ++i) {
+      __m512i idx[C::kSub];
+      C::Indices(LoadChunk(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), idx);
+      if (!kComb) {
+        for (uint32_t s = 0; s < C::kSub; ++s)
+          acc[i] = _mm512_dpbusd_epi32(acc[i], Lookup(lut, idx[s]), a1[s]);
+        continue;
+      }
+      __m512i t1 = _mm512_setzero_si512(), t2 = _mm512_setzero_si512();
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        const __m512i w = Lookup(lut, idx[s]);
+        t1 = _mm512_dpbusd_epi32(t1, w, a1[s]);
+        if (kRes) t2 = _mm512_dpbusd_epi32(t2, w, a2[s]);
+        if (kLo) t2 = _mm512_dpbusd_epi32(t2, Lookup(lut_lo, idx[s]), a1[s]);
+      }
+      acc[i] = _mm512_add_epi32(acc[i], _mm512_add_epi32(_mm512_slli_epi32(t1, 7), t2));
+    }
+  };
+  auto store = [&](uint32_t g, __m512i v) {
+    v = _mm512_sub_epi32(v, _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t, g)));
+    _mm512_storeu_si512(dots + 16 * g, v);
+  };
+
+  __m512i acc[16];
+  if (n >= C::kChunkCodes) {
+    const uint32_t per_group = n / C::kChunkCodes;
+    for (uint32_t g = 0; g < G; ++g) {
+      for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_si512();
+      for (uint32_t c = g * per_group; c < (g + 1) * per_group; ++c) accumulate(c, acc);
+      store(g, ReduceFull(acc));
+    }
+    return;
+  }
+  const uint32_t per_chunk = C::kChunkCodes / n, lanes = 16 / per_chunk;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_si512();
+    accumulate(c, acc);
+    const uint32_t g0 = c * per_chunk, ng = std::min(per_chunk, G - g0);
+    __m512i out[4];
+    if (per_chunk == 2) {
+      ReduceHalves(acc, out);
+    } else if (per_chunk == 4) {
+      ReduceQuarters(acc, out);
+    } else {  // rare (2-bit, group 32): finish in scalar code
+      alignas(64) int32_t tmp[16][16];
+      for (int i = 0; i < 16; ++i) _mm512_store_si512(tmp[i], acc[i]);
+      for (uint32_t j = 0; j < ng; ++j)
+        for (int i = 0; i < 16; ++i) {
+          uint32_t v = 0;
+          for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += uint32_t(tmp[i][l]);
+          dots[16 * (g0 + j) + i] = int32_t(v - uint32_t(OffsetCorrection<kRes, kLo>(a, t, g0 + j)));
+        }
+      continue;
+    }
+    for (uint32_t j = 0; j < ng; ++j) store(g0 + j, out[j]);
+  }
+}
+
+using BlockDotsFn = void (*)(const CqKernelMatrix&, const ActivationBatch&, uint32_t, uint32_t,
+                             int32_t*);
+template <int kBits>
+BlockDotsFn PickBlockDotsBits(bool res, bool lo) {
+  if (res) return lo ? BlockDots<kBits, true, true> : BlockDots<kBits, true, false>;
+  return lo ? BlockDots<kBits, false, true> : BlockDots<kBits, false, false>;
+}
+BlockDotsFn PickBlockDots(const CqKernelMatrix& m, const ActivationBatch& a) {
+  const bool res = a.two_level(), lo = m.codebook().has_lo;
+  switch (m.code_bits()) {
+    case 2: return PickBlockDotsBits<2>(res, lo);
+    case 3: return PickBlockDotsBits<3>(res, lo);
+    default: return PickBlockDotsBits<4>(res, lo);
+  }
+}
+
+thread_local AlignedScratch tl_norms;
+
+// y[r0 .. r0+rows) from exact dots [G][16]: the documented float accumulation.
+inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
+                   const float* gs, float* y) {
+  const uint32_t G = m.groups();
+  const uint16_t* panel = BlockNorms(m, r0, 16, tl_norms.Get<uint16_t>(size_t(G) * 16));
+  __m512 acc = _mm512_setzero_ps();
+  for (uint32_t g = 0; g < G; ++g) {
+    __m512 nf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 16 * g)));
+    __m512 s = _mm512_mul_ps(nf, _mm512_set1_ps(gs[g]));
+    __m512 d = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots + 16 * g));
+    acc = _mm512_fmadd_ps(s, d, acc);
+  }
+  _mm512_mask_storeu_ps(y + r0, __mmask16((1u << rows) - 1), acc);
+}
+
+thread_local AlignedScratch tl_dots, tl_gs;
+
+void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+            uint32_t row_end, float* y) {
+  const uint32_t G = m.groups();
+  int32_t* dots = tl_dots.Get<int32_t>(size_t(G) * 16);
+  float* gs = tl_gs.Get<float>(G);
+  GroupScales(a, t, m, gs);
+  BlockDotsFn dots_fn = PickBlockDots(m, a);
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
+    dots_fn(m, a, t, r0, dots);
+    Finish(m, r0, std::min(16u, row_end - r0), dots, gs, y);
+  }
+}
+
+void GroupDotsAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                     uint32_t row_begin, uint32_t row_end, int32_t* dots) {
+  const uint32_t G = m.groups();
+  std::vector<int32_t> block(size_t(G) * 16);
+  BlockDotsFn dots_fn = PickBlockDots(m, a);
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
+    dots_fn(m, a, t, r0, block.data());
+    for (uint32_t i = 0; i < 16 && r0 + i < row_end; ++i)
+      for (uint32_t g = 0; g < G; ++g) dots[size_t(r0 + i - row_begin) * G + g] = block[16 * g + i];
+  }
+}
+
+// ------------------------------------------------------------------ prefill
+
+// 16x16 transpose of 32-bit elements: out[j] lane i = in[i] lane j.
+inline void Transpose16(const __m512i* in, __m512i* out) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(1, 0, 1, 0));
+    __m512i b = _mm512_shuffle_i32x4(u[j], u[4 + j], _MM_SHUFFLE(3, 2, 3, 2));
+    __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(1, 0, 1, 0));
+    __m512i d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], _MM_SHUFFLE(3, 2, 3, 2));
+    out[j] = _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0));
+    out[4 + j] = _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1));
+    out[8 + j] = _mm512_shuffle_i32x4(b, d, _MM_SHUFFLE(2, 0, 2, 0));
+    out[12 + j] = _mm512_shuffle_i32x4(b, d, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+}
+
+thread_local AlignedScratch tl_panel, tl_panel_lo, tl_tdots;
+
+inline __m512i Bcast4(const int8_t* p) {
+  int32_t x4;
+  std::memcpy(&x4, p, 4);
+  return _mm512_set1_epi32(x4);
+}
+
+template <int kBits, bool kRes, bool kLo>
+void MatMatT(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+             uint32_t row_end, float* y, size_t y_stride) {
+  using C = Codes512<kBits>;
+  constexpr bool kComb = kRes || kLo;
+  const uint32_t G = m.groups(), n = m.group(), T = a.tokens();
+  const uint64_t rb = m.row_bytes();
+  const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
+  const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
+  const uint32_t units_per_group = n / C::kUnitCodes;
+  const __m512i lut = OffsetLut(m.codebook().value, m.code_bits());
+  const __m512i lut_lo = OffsetLut(m.codebook().lo, m.code_bits());
+  const size_t panel_vecs = size_t(chunks) * C::kSub * 16;
+  __m512i* panel = tl_panel.Get<__m512i>(panel_vecs);
+  __m512i* panel_lo = kLo ? tl_panel_lo.Get<__m512i>(panel_vecs) : nullptr;
+  constexpr uint32_t kTokens = kComb ? 6 : 8;
+  int32_t* dots = tl_tdots.Get<int32_t>(size_t(G) * 16 * kTokens);
+  float* gs = tl_gs.Get<float>(size_t(G) * T);
+  for (uint32_t t = 0; t < T; ++t) GroupScales(a, t, m, gs + size_t(t) * G);
+
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
+    // Panel: vector (c * kSub + s) * 16 + j holds dword j of chunk c, run s, for the 16 rows.
+    for (uint32_t c = 0; c < chunks; ++c) {
+      const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
+      __m512i w[C::kSub][16], wl[kLo ? C::kSub : 1][16];
+      for (uint32_t i = 0; i < 16; ++i) {
+        const uint8_t* row = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+        __m512i idx[C::kSub];
+        C::Indices(LoadChunk(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
+        for (uint32_t s = 0; s < C::kSub; ++s) {
+          w[s][i] = Lookup(lut, idx[s]);
+          if (kLo) wl[s][i] = Lookup(lut_lo, idx[s]);
+        }
+      }
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        Transpose16(w[s], panel + (size_t(c) * C::kSub + s) * 16);
+        if (kLo) Transpose16(wl[s], panel_lo + (size_t(c) * C::kSub + s) * 16);
+      }
+    }
+    // Tokens in blocks of kTokens: each panel vector is loaded once per block and the
+    // block's accumulators are independent chains (vpdpbusd has a 5-cycle latency).
+    // Missing tokens of the last block repeat its first token; their results are dropped.
+    for (uint32_t t0 = 0; t0 < T; t0 += kTokens) {
+      const uint32_t nt = std::min(kTokens, T - t0);
+      const int8_t* act1[kTokens];
+      const int8_t* act2[kTokens];
+      for (uint32_t j = 0; j < kTokens; ++j) {
+        const uint32_t t = t0 + (j < nt ? j : 0);
+        act1[j] = C::ActBase(a, t, 0);
+        act2[j] = C::ActBase(a, t, kRes ? 1 : 0);
+      }
+      for (uint32_t g = 0; g < G; ++g) {
+        __m512i a1[kTokens], a2[kTokens];
+        for (uint32_t j = 0; j < kTokens; ++j) a1[j] = a2[j] = _mm512_setzero_si512();
+        for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
+          const uint32_t c = u / 16, jj = u % 16;
+          for (uint32_t s = 0; s < C::kSub; ++s) {
+            const size_t pv = (size_t(c) * C::kSub + s) * 16 + jj;
+            const size_t off = size_t(c) * C::kActChunk + 64 * s + 4 * jj;
+            const __m512i w = panel[pv];
+            const __m512i wl = kLo ? panel_lo[pv] : w;
+#pragma GCC unroll 8
+            for (uint32_t j = 0; j < kTokens; ++j) {
+              const __m512i x1 = Bcast4(act1[j] + off);
+              a1[j] = _mm512_dpbusd_epi32(a1[j], w, x1);
+              if (kRes) a2[j] = _mm512_dpbusd_epi32(a2[j], w, Bcast4(act2[j] + off));
+              if (kLo) a2[j] = _mm512_dpbusd_epi32(a2[j], wl, x1);
+            }
+          }
+        }
+        for (uint32_t j = 0; j < nt; ++j) {
+          __m512i v = a1[j];
+          if (kComb) v = _mm512_add_epi32(_mm512_slli_epi32(v, 7), a2[j]);
+          v = _mm512_sub_epi32(v, _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t0 + j, g)));
+          _mm512_store_si512(dots + (size_t(j) * G + g) * 16, v);
+        }
+      }
+      for (uint32_t j = 0; j < nt; ++j)
+        Finish(m, r0, std::min(16u, row_end - r0), dots + size_t(j) * G * 16,
+               gs + size_t(t0 + j) * G, y + (t0 + j) * y_stride);
+    }
+  }
+}
+
+template <int kBits>
+void MatMatBits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, uint32_t re,
+                float* y, size_t ys) {
+  const bool res = a.two_level(), lo = m.codebook().has_lo;
+  if (res && lo) return MatMatT<kBits, true, true>(m, a, rb, re, y, ys);
+  if (res) return MatMatT<kBits, true, false>(m, a, rb, re, y, ys);
+  if (lo) return MatMatT<kBits, false, true>(m, a, rb, re, y, ys);
+  MatMatT<kBits, false, false>(m, a, rb, re, y, ys);
+}
+
+void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+            uint32_t row_end, float* y, size_t y_stride) {
+  switch (m.code_bits()) {
+    case 2: return MatMatBits<2>(m, a, row_begin, row_end, y, y_stride);
+    case 3: return MatMatBits<3>(m, a, row_begin, row_end, y, y_stride);
+    default: return MatMatBits<4>(m, a, row_begin, row_end, y, y_stride);
+  }
+}
+
+}  // namespace
+}  // namespace cact::kernels::internal
