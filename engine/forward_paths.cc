@@ -4,6 +4,7 @@
 // this file builds at every commit whether or not it has landed.
 #if __has_include("engine/fast_forward.h")
 #include "engine/fast_forward.h"
+#include "engine/fast_path_limits.h"
 #define CACT_HAVE_FAST_FORWARD 1
 #else
 #define CACT_HAVE_FAST_FORWARD 0
@@ -24,7 +25,10 @@ absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std
   if (path == "auto") path = HasFastForward() ? "fast" : "ref";
   if (path == "ref" || path == "reference") return MakeReferenceForward(model, options);
 #if CACT_HAVE_FAST_FORWARD
-  if (path == "fast") return MakeFastForward(model, options);
+  if (path == "fast") {
+    if (absl::Status st = CheckFastPathSupports(model.geometry(), options.attn); !st.ok()) return st;
+    return MakeFastForward(model, options);
+  }
 #else
   if (path == "fast")
     return absl::UnimplementedError("the fast path is not built yet; use --ref (--path ref)");
