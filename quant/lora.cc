@@ -65,7 +65,12 @@ absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& st, const std::s
   };
   std::map<std::pair<uint32_t, int>, Half> peft;  // (layer, proj) -> A, B
   std::map<int, Half> stacked;                   // proj -> A, B
+  // std::regex recurses per character: bound the key before matching (real keys are < 200).
+  constexpr size_t kMaxKeyLength = 512;
   for (const FloatTensor& t : st.tensors) {
+    if (t.name.size() > kMaxKeyLength)
+      return FileError(file, absl::StrFormat("key '%s...' is %d characters long (at most %d)",
+                                             t.name.substr(0, 48), t.name.size(), kMaxKeyLength));
     std::smatch m;
     if (std::regex_search(t.name, m, kPeft)) {
       const std::string digits = m[1].str();
