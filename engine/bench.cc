@@ -20,6 +20,7 @@
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/machine.h"
+#include "lib/atomic_file.h"
 #include "lib/cpu_features.h"
 #include "lib/file_bytes.h"
 #include "lib/sha256.h"
@@ -177,6 +178,11 @@ class Bench {
                          arm.c_str(), threads, test.name.c_str(), *tps);
           }
     std::fprintf(stderr, "\n");
+    if (!o_.json_out.empty()) {
+      const std::string j = Json();
+      CACT_RETURN_IF_ERROR(WriteFileAtomic(o_.json_out, std::span<const uint8_t>(
+                                                            reinterpret_cast<const uint8_t*>(j.data()), j.size())));
+    }
     return o_.format == "json" ? Json() : Markdown();
   }
 
@@ -406,6 +412,7 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--window", o.window, "attention window (default: the header's kv_window)");
   app.add_option("--sink", o.sink, "pinned first positions");
   app.add_option("-o,--output", o.format, "md or json")->check(CLI::IsMember({"md", "json"}));
+  app.add_option("--json-out", o.json_out, "also write the JSON report to this file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -35,9 +35,10 @@ kn::RowRange SplitRange(uint32_t begin, uint32_t end, uint32_t parts, uint32_t p
 class FastMatrix {
  public:
   FastMatrix() = default;
-  FastMatrix(const MatrixView& v, bool codebook_residual) : rows_(v.rows), cols_(v.cols) {
+  FastMatrix(const MatrixView& v, const FastForwardOptions& fast) : rows_(v.rows), cols_(v.cols) {
     if (v.is_cq()) {
-      const bool residual = codebook_residual && (v.cq.bits == 3 || v.cq.bits == 4);
+      const bool residual = (fast.codebook_residual && (v.cq.bits == 3 || v.cq.bits == 4)) ||
+                            (fast.codebook_residual_2bit && v.cq.bits == 2);
       auto cb = kn::MakeInt8Codebook(v.codebook, v.cq.bits, residual);
       if (cb.ok()) {
         auto m = kn::CqKernelMatrix::Create(v.blob.first(v.cq.blob_bytes()), v.rows, v.cols,
@@ -222,7 +223,7 @@ class FastForward final : public Forward {
         kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len,
             kFastPrefillChunk) {
     const uint32_t d = g_.d_model;
-    const bool lo = fast.codebook_residual;
+    const FastForwardOptions& lo = fast;
     embedding_ = FastMatrix(model.embedding(), lo);
     for (const LayerWeights& lw : model.layers()) {
       FastLayer fl{FastMatrix(lw.q_proj, lo), FastMatrix(lw.k_proj, lo), FastMatrix(lw.v_proj, lo),

@@ -29,6 +29,7 @@ inline constexpr uint32_t kFastPrefillChunk = 64;
 struct FastForwardOptions {
   bool two_level_activations = true;  // false: plain int8 activations
   bool codebook_residual = true;      // int8 residual of 3- and 4-bit codebooks
+  bool codebook_residual_2bit = false;  // also for 2-bit codebooks (more accurate, slower)
 };
 
 std::unique_ptr<Forward> MakeFastForward(const Model& model, const ForwardOptions& options,
