@@ -220,8 +220,7 @@ class FastForward final : public Forward {
   FastForward(const Model& model, const ForwardOptions& options, const FastForwardOptions& fast)
       : m_(model), g_(model.geometry()), opt_(options),
         threads_(std::max(1, options.threads)), team_(uint32_t(threads_)),
-        kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len,
-            kFastPrefillChunk) {
+        kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len, 0) {
     const uint32_t d = g_.d_model;
     const FastForwardOptions& lo = fast;
     embedding_ = FastMatrix(model.embedding(), lo);
@@ -507,18 +506,14 @@ class FastForward final : public Forward {
       Products(in.attn, fl.v, 0, g_.kv_dim(), n, b.v.data(), me, nt);
       Products(in.attn, fl.gate, 0, A, n, b.gate.data(), me, nt);
       team_.Barrier();
-      // Attention by KV head: every chunk token's key/value first (the ring has room for
-      // the chunk), then each token attends.
-      for (uint32_t kvh = KVH * me / nt; kvh < KVH * (me + 1) / nt; ++kvh) {
+      // Attention by KV head, token by token: store the token's key/value, then attend
+      // (so the ring never holds more than the window).
+      for (uint32_t kvh = KVH * me / nt; kvh < KVH * (me + 1) / nt; ++kvh)
         for (uint32_t t = 0; t < n; ++t) {
           TokenView tv = View(b, t, l);
           StoreKv(l, kvh, p0 + t, t, tv);
-        }
-        for (uint32_t t = 0; t < n; ++t) {
-          TokenView tv = View(b, t, l);
           AttendHeads(l, kvh, p0 + t, t, tv, me);
         }
-      }
       team_.Barrier();
       for (uint32_t t = me; t < n; t += nt) in.out.PrepareToken(t);
       team_.Barrier();
