@@ -183,6 +183,11 @@ class Bench {
       CACT_RETURN_IF_ERROR(WriteFileAtomic(o_.json_out, std::span<const uint8_t>(
                                                             reinterpret_cast<const uint8_t*>(j.data()), j.size())));
     }
+    if (!o_.svg_out.empty()) {
+      const std::string svg = Svg();
+      CACT_RETURN_IF_ERROR(WriteFileAtomic(o_.svg_out, std::span<const uint8_t>(
+                                                           reinterpret_cast<const uint8_t*>(svg.data()), svg.size())));
+    }
     return o_.format == "json" ? Json() : Markdown();
   }
 
@@ -322,6 +327,56 @@ class Bench {
     return s.str();
   }
 
+  // Decode tokens/s against context depth, one polyline per (arm, threads), with the
+  // machine's floor (1 / floor time per token) as a dashed line per thread count.
+  std::string Svg() const {
+    const double W = 640, H = 400, L = 70, R = 180, T = 30, B = 50;
+    std::vector<const Test*> tg;
+    double max_depth = 1, max_tps = 1;
+    for (const Test& t : tests_)
+      if (!t.prefill) {
+        tg.push_back(&t);
+        max_depth = std::max(max_depth, double(t.depth));
+      }
+    for (const auto& [key, v] : samples_)
+      for (const Test* t : tg)
+        if (key.test == t->name) max_tps = std::max(max_tps, Summarise(v).mean + Summarise(v).sd);
+    max_tps *= 1.1;
+    auto X = [&](double d) { return L + (W - L - R) * d / max_depth; };
+    auto Y = [&](double v) { return H - B - (H - T - B) * v / max_tps; };
+    std::ostringstream s;
+    s << absl::StrFormat("<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='sans-serif' font-size='12'>\n", W, H);
+    s << "<rect width='100%' height='100%' fill='white'/>\n";
+    s << absl::StrFormat("<text x='%g' y='18' font-size='14'>decode tokens/s vs context depth (tg%u, %s)</text>\n", L, o_.gen,
+                         std::filesystem::path(o_.model_path).filename().string());
+    s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, H - B, W - R, H - B);
+    s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, T, L, H - B);
+    for (int i = 0; i <= 5; ++i) {
+      const double v = max_tps * i / 5, d = max_depth * i / 5;
+      s << absl::StrFormat("<text x='%g' y='%g' text-anchor='end'>%.0f</text>\n", L - 6, Y(v) + 4, v);
+      s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/>\n", L, Y(v), W - R, Y(v));
+      s << absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(d), H - B + 18, d);
+    }
+    s << absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>context depth (tokens)</text>\n", (L + W - R) / 2, H - 10);
+    const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
+    int ci = 0, row = 0;
+    for (const std::string& arm : arms_)
+      for (uint32_t t : o_.threads) {
+        std::string pts;
+        for (const Test* test : tg) {
+          auto it = samples_.find({arm, t, test->name});
+          if (it == samples_.end()) continue;
+          pts += absl::StrFormat("%g,%g ", X(test->depth), Y(Summarise(it->second).mean));
+        }
+        if (pts.empty()) continue;
+        const char* c = colors[ci++ % 6];
+        s << absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n", c, pts);
+        s << absl::StrFormat("<text x='%g' y='%g' fill='%s'>%s, %u thread%s</text>\n", W - R + 10,
+                             T + 16 * (row++ + 1), c, arm, t, t > 1 ? "s" : "");
+      }
+    return s.str() + "</svg>\n";
+  }
+
   std::string Json() const {
     nlohmann::ordered_json j;
     j["model"] = {{"path", o_.model_path}, {"sha256", model_sha_}, {"code_bytes", cost_.code_bytes},
@@ -413,6 +468,7 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--sink", o.sink, "pinned first positions");
   app.add_option("-o,--output", o.format, "md or json")->check(CLI::IsMember({"md", "json"}));
   app.add_option("--json-out", o.json_out, "also write the JSON report to this file");
+  app.add_option("--svg", o.svg_out, "also write an SVG plot of decode tokens/s against depth");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,7 +2,7 @@
 //
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2]
 //                  [--arms fast,fast-int8,ref] [--torch PATH/cact-torch] [-o md|json]
-//                  [--json-out FILE]
+//                  [--json-out FILE] [--svg FILE]
 //
 // Tests: ppP (prefill P tokens into an empty context) and tgN @ dD (decode N tokens one at
 // a time after D context tokens; D is capped at max_seq_len - N). Random token ids, no
@@ -35,6 +35,7 @@ struct BenchOptions {
   std::vector<std::string> arms = {"fast", "fast-int8", "ref"};
   std::string format = "md";  // md | json
   std::string json_out;       // also write the JSON report here (md runs)
+  std::string svg_out;        // also write an SVG plot of decode tokens/s against depth
   std::string torch_binary;   // cact-torch executable (adds the torch arm)
   uint32_t ref_max_tokens = 600;
   int32_t window = -1;        // -1: the header's kv_window
