@@ -27,20 +27,28 @@ std::string TorchTool() {
   return env && *env ? env : testing::Tool("cact-torch");
 }
 
-// Start of the stored bytes of zip member `suffix` (first name ending with it), or npos.
+// Start and size of the (stored or deflated) bytes of zip member `suffix` (the first whose
+// name ends with it), found through the central directory (the local headers of a .pt
+// carry sizes only in data descriptors); npos when absent.
 size_t MemberData(const std::vector<uint8_t>& z, const std::string& suffix, size_t* size) {
   auto u16 = [&](size_t p) { return size_t(z[p] | (z[p + 1] << 8)); };
   auto u32 = [&](size_t p) { return size_t(u16(p) | (u16(p + 2) << 16)); };
-  for (size_t p = 0; p + 30 < z.size();) {
-    if (u32(p) != 0x04034b50) break;
-    const size_t n = u16(p + 26), extra = u16(p + 28), csize = u32(p + 18);
-    const std::string name(z.begin() + p + 30, z.begin() + p + 30 + n);
-    const size_t data = p + 30 + n + extra;
-    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+  if (z.size() < 22) return std::string::npos;
+  size_t eocd = z.size() - 22;
+  while (eocd > 0 && u32(eocd) != 0x06054b50) --eocd;
+  if (u32(eocd) != 0x06054b50) return std::string::npos;
+  const size_t entries = u16(eocd + 10);
+  size_t p = u32(eocd + 16);
+  for (size_t i = 0; i < entries && p + 46 <= z.size() && u32(p) == 0x02014b50; ++i) {
+    const size_t csize = u32(p + 20), n = u16(p + 28), extra = u16(p + 30), comment = u16(p + 32);
+    const size_t local = u32(p + 42);
+    const std::string name(z.begin() + p + 46, z.begin() + p + 46 + n);
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        local + 30 <= z.size()) {
       *size = csize;
-      return data;
+      return local + 30 + u16(local + 26) + u16(local + 28);
     }
-    p = data + csize;
+    p += 46 + n + extra + comment;
   }
   return std::string::npos;
 }
@@ -86,7 +94,7 @@ TEST(TorchImportDamage, DamagedArchivesExitCleanly) {
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   const std::vector<uint8_t> pt = ReadAll(dir / "m.pt");
   size_t size = 0;
-  ASSERT_NE(MemberData(pt, "data.pkl", &size), std::string::npos) << "not a zip of stored members?";
+  ASSERT_NE(MemberData(pt, "data.pkl", &size), std::string::npos) << "no data.pkl in the exported archive";
   int rejected = 0;
   for (const Damage& d : DamagedCopies(pt)) {
     SCOPED_TRACE(d.what);
