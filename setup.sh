@@ -2,8 +2,9 @@
 # One entry point for a fresh Debian 12 machine:
 #   bash setup.sh run    install packages, build (Release), make the synthetic needle2
 #                        model, inspect it, verify it, validate and run it
-#   bash setup.sh test   install packages, build everything, run the whole test suite (ctest),
-#                        then a sanitizer (ASan + UBSan) build of the unit tests and a quick subset
+#   bash setup.sh test   install packages, build everything, run the whole test suite (ctest)
+# Separate, longer commands: tests/sanitize.sh (ASan + UBSan build and subset),
+# tests/fuzz/build_fuzzers.sh + run_fuzzers.sh (libFuzzer), cact-run bench (docs/benchmarks.md).
 # Both are idempotent: packages already installed are not reinstalled; the build is reused.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -58,8 +59,6 @@ case "$MODE" in
     cmake --build "$BUILD" -j"$JOBS"
     echo "== ctest"
     ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" --timeout 900
-    echo "== AddressSanitizer + UBSan build of the unit tests, quick subset (tests/sanitize.sh)"
-    sh tests/sanitize.sh -j "$JOBS"
     ;;
   *)
     echo "usage: bash setup.sh [run|test]" >&2
