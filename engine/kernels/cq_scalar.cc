@@ -26,18 +26,6 @@ inline uint32_t CodeAt(const uint8_t* row, uint32_t k, uint32_t code_bits) {
   }
 }
 
-// One group of the orthonormal FWHT's unnormalised butterflies, levels h = 1, 2, 4, ...
-// (every kernel uses this order, so the floats are identical).
-void FwhtButterflies(float* v, uint32_t n) {
-  for (uint32_t h = 1; h < n; h <<= 1)
-    for (uint32_t i = 0; i < n; i += 2 * h)
-      for (uint32_t j = i; j < i + h; ++j) {
-        float a = v[j], b = v[j + h];
-        v[j] = a + b;
-        v[j + h] = a - b;
-      }
-}
-
 inline float RoundClamp127(float v) { return std::min(127.f, std::max(-127.f, std::nearbyint(v))); }
 
 void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
@@ -51,7 +39,7 @@ void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
   for (uint32_t g = 0; g < a->groups(); ++g) {
     uint32_t base = g * n;
     for (uint32_t i = 0; i < n; ++i) u[i] = base + i < in ? x[base + i] : 0.f;
-    FwhtButterflies(u, n);
+    FwhtButterfliesScalar(u, n);
     float amax = 0.f;
     bool finite = true;
     for (uint32_t i = 0; i < n; ++i) {
@@ -167,6 +155,16 @@ void MatMatScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t ro
 }
 
 }  // namespace
+
+void FwhtButterfliesScalar(float* v, uint32_t n) {
+  for (uint32_t h = 1; h < n; h <<= 1)
+    for (uint32_t i = 0; i < n; i += 2 * h)
+      for (uint32_t j = i; j < i + h; ++j) {
+        float a = v[j], b = v[j + h];
+        v[j] = a + b;
+        v[j + h] = a - b;
+      }
+}
 
 const KernelTable& ScalarTable() {
   static const KernelTable table = {Prepare, MatVecScalar, MatMatScalar, GroupDotsScalar};

@@ -8,6 +8,7 @@
 
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops_table.h"
+#include "engine/kernels/kernel_table.h"
 
 namespace cact::kernels {
 namespace internal {
@@ -39,13 +40,7 @@ void SiluScalar(float* x, size_t n) {
 }
 
 void FwhtScalar(float* x, uint32_t n) {
-  for (uint32_t h = 1; h < n; h <<= 1)
-    for (uint32_t i = 0; i < n; i += 2 * h)
-      for (uint32_t j = i; j < i + h; ++j) {
-        float a = x[j], b = x[j + h];
-        x[j] = a + b;
-        x[j + h] = a - b;
-      }
+  FwhtButterfliesScalar(x, n);
   const float s = 1.0f / float(std::sqrt(double(n)));
   for (uint32_t i = 0; i < n; ++i) x[i] *= s;
 }

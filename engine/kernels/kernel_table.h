@@ -33,6 +33,9 @@ void BuildPermutedLayoutsScalar(ActivationBatch* a, uint32_t t, int level);
 uint32_t DotMultiplier(const ActivationBatch& a, const CqKernelMatrix& m);
 // Per group g: gs[g] = scale[g] * (cb_scale / M) (the product every kernel uses).
 void GroupScales(const ActivationBatch& a, uint32_t t, const CqKernelMatrix& m, float* gs);
+// The FWHT's unnormalised butterflies, levels h = 1, 2, 4, ... (every kernel uses this
+// order, so the floats are identical).
+void FwhtButterfliesScalar(float* v, uint32_t n);
 // 1 / (127 * sqrt(group)) as float, computed the same way everywhere.
 float ActScaleFactor(uint32_t group);
 // FP16 norms of rows r0..r0+15 as [group][16] (zero past the matrix): the panel itself when
