@@ -65,10 +65,13 @@ for f in micro:
     data = read(os.path.join(build, f))
     if f.endswith(".cact"):
         put("fuzz_cact_file", f, data)
+        put("fuzz_engine_forward", f, data)
         put("fuzz_file_bytes", f, data)
         put("fuzz_tokenizer_blob", f + ".tok", tokenizer_blob(data))
     elif f.endswith(".zst"):
         put("fuzz_file_bytes", f, data)
+    elif f.endswith(".safetensors"):
+        put("fuzz_quant_build", f, data)
     elif f.endswith(".bin"):
         put("fuzz_tokenizer_blob", f, data)
 

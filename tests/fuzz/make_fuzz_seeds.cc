@@ -5,8 +5,40 @@
 #include <cstdio>
 #include <string>
 
+#include "formats/safetensors.h"
 #include "lib/atomic_file.h"
+#include "quant/synthetic.h"
 #include "reliability/micro_model.h"
+
+namespace {
+
+// Float weights for the micro geometry, as cact-quant build expects them: canonical names,
+// [out, in], the official config JSON and a bits map in the metadata.
+cact::Safetensors MicroWeights(const std::vector<cact::ProbeHeadSpec>& heads, const std::string& bits_map) {
+  using namespace cact;
+  Safetensors st;
+  const Geometry g = reliability::MicroGeometry();
+  uint32_t k = 0;
+  for (const TensorSpec& spec : CanonicalLayout(g, heads)) {
+    if (spec.kind == TensorKind::kTokenizer) continue;
+    FloatTensor t;
+    t.name = spec.name;
+    t.shape = spec.shape;
+    uint64_t n = 1;
+    for (uint32_t d : spec.shape) n *= d;
+    for (uint64_t i = 0; i < n; ++i) t.data.push_back(float(int((i * 7919 + k) % 200) - 100) / 400.0f);
+    if (spec.name == "heads.manifest")
+      for (size_t h = 0; h < heads.size(); ++h) t.data[h] = heads[h].kind == ProbeHead::kContrastive ? 1.0f : 2.0f;
+    st.tensors.push_back(std::move(t));
+    ++k;
+  }
+  st.metadata["config"] = OfficialConfigJson(g, heads);
+  st.metadata["bits_map"] = bits_map;
+  st.metadata["group"] = "16";
+  return st;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace cact;
@@ -31,6 +63,9 @@ int main(int argc, char** argv) {
       ++failures;
     }
   }
+  if (!WriteSafetensors(dir + "/micro_weights_0.safetensors", MicroWeights({}, "embedding=4,default=2")).ok() ||
+      !WriteSafetensors(dir + "/micro_weights_1.safetensors", MicroWeights(both, "embedding=3,mhc=1.58,default=2")).ok())
+    ++failures;
   const std::vector<uint8_t> tok = SerializeTokenizerBlob(MicroTokenizer(32));
   if (!WriteFileAtomic(dir + "/micro_tokenizer.bin", tok, 0).ok()) ++failures;
   return failures ? 1 : 0;

@@ -204,10 +204,11 @@ TEST(SafetensorsLimits, LyingEntriesRejectedBeforeAllocating) {
     AllocationProbe probe;
     auto st = ParseSafetensors(bytes, "lying.safetensors");
     EXPECT_FALSE(st.ok()) << h;
-    if (!st.ok())
+    if (!st.ok()) {
       EXPECT_EQ(reliability::CheckFormatErrorShape(std::string(st.status().message()),
                                                    "lying.safetensors", bytes.size()),
                 "");
+    }
     EXPECT_LT(probe.max_request(), kMaxSingleAllocation) << h;
   }
 }

@@ -141,9 +141,11 @@ TEST(ToolAtomicWrites, CactQuantKilledAtAnyMomentNeverLeavesAPartialFile) {
     int st = 0;
     waitpid(pid, &st, 0);
     ExpectPreviousOrComplete(dir / "out.cact", previous);
-    for (const auto& e : fs::directory_iterator(dir.path()))
-      if (e.path().filename() != "out.cact")
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      if (e.path().filename() != "out.cact") {
         EXPECT_EQ(e.path().filename().string().rfind(".out.cact.tmp.", 0), 0u) << e.path();
+      }
+    }
   }
 }
 
