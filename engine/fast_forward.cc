@@ -624,7 +624,9 @@ class FastForward final : public Forward {
   void MixIn(uint32_t l, TokenView& tv, const float* ek, const float* ev) {
     const uint32_t d = g_.d_model, m = g_.mhc_lanes, selected = l % m;
     const MhcWeights& mhc = m_.mhc();
-    float hp[16];
+    float hp_small[16];
+    std::vector<float> hp_big(m > 16 ? m : 0);
+    float* hp = m > 16 ? hp_big.data() : hp_small;
     for (uint32_t j = 0; j < m; ++j) {
       const float off = j == selected ? 4.0f : -4.0f;
       hp[j] = mhc.a_pre[l] * tv.pre[j] + mhc.b_pre[l * m + j] + off;
@@ -695,7 +697,11 @@ class FastForward final : public Forward {
     kn::FwhtOrthonormal(z, nh);
     for (uint32_t c = 0; c < d; ++c) x[c] += lw.d3[c] * z[c];
 
-    float hpost[16], P[64];
+    // Lanes beyond 8 (legal in the format, never used) take heap scratch.
+    float hpost_small[16], P_small[64];
+    std::vector<float> big(m > 8 ? m + size_t(m) * m : 0);
+    float* hpost = m > 8 ? big.data() : hpost_small;
+    float* P = m > 8 ? big.data() + m : P_small;
     for (uint32_t i = 0; i < m; ++i) {
       const float off = i == selected ? 0.0f : -4.0f;
       hpost[i] = mhc.a_post[l] * tv.post[i] + mhc.b_post[l * m + i] + off;

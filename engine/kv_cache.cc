@@ -52,7 +52,9 @@ bool KvCache::Holds(uint32_t l, uint32_t pos) const {
 void KvCache::Store(uint32_t l, uint32_t h, uint32_t pos, const float* key, const float* value) {
   const uint32_t slot = Slot(pos);
   const size_t r = RowIndex(l, h, slot);
-  int8_t kq[512];
+  int8_t kq_small[512];
+  std::vector<int8_t> kq_big(head_dim_ > 512 ? head_dim_ : 0);
+  int8_t* kq = head_dim_ > 512 ? kq_big.data() : kq_small;
   QuantizeRow(key, head_dim_, kq, &key_scale_[r]);
   int8_t* kt = &keys_[KeyBlock(l, h) + slot];
   for (uint32_t c = 0; c < head_dim_; ++c) kt[size_t(c) * rows()] = kq[c];

@@ -134,7 +134,9 @@ float Exp(float x) { return internal::ExpOne(x); }
 void ExpInPlace(float* x, size_t n) { Ops().exp(x, n); }
 void SigmoidInPlace(float* x, size_t n) { Ops().sigmoid(x, n); }
 void SiluInPlace(float* x, size_t n) { Ops().silu(x, n); }
-void FwhtOrthonormal(float* x, uint32_t n) { Ops().fwht(x, n); }
+void FwhtOrthonormal(float* x, uint32_t n) {
+  (n >= 16 ? Ops() : internal::ScalarFastOps()).fwht(x, n);  // SIMD works on 16-wide vectors
+}
 void QuantizeInt8(const float* x, uint32_t n, int8_t* q, float* scale) {
   Ops().quantize(x, n, q, scale);
 }
