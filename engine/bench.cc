@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/bench_session.h"
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"
@@ -113,18 +114,6 @@ std::string SelfPath() {
   return ec ? std::string() : p.string();
 }
 
-// Runs a command, returns its stdout (stderr discarded) or an error.
-absl::StatusOr<std::string> Capture(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!p) return absl::InternalError("cannot run " + cmd);
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  if (pclose(p) != 0) return absl::InternalError("command failed: " + cmd);
-  return out;
-}
-
 class Bench {
  public:
   Bench(const BenchOptions& o, const Model& model) : o_(o), model_(model) {}
@@ -178,6 +167,19 @@ class Bench {
                          arm.c_str(), threads, test.name.c_str(), *tps);
           }
     std::fprintf(stderr, "\n");
+    for (uint32_t t : o_.threads) {
+      SessionOptions so;
+      so.model_path = o_.model_path;
+      so.run_binary = o_.run_binary.empty() ? SelfPath() : o_.run_binary;
+      so.prompt = o_.prompt.front();
+      so.session_tokens = o_.session_tokens;
+      so.threads = t;
+      so.reps = o_.reps;
+      so.seed = o_.seed;
+      std::fprintf(stderr, "[session] %u thread%s: open/setup x%u, %u-token session\n", t,
+                   t > 1 ? "s" : "", o_.reps, o_.session_tokens);
+      CACT_ASSIGN_OR_RETURN(sessions_[t], MeasureSession(so));
+    }
     if (!o_.json_out.empty()) {
       const std::string j = Json();
       CACT_RETURN_IF_ERROR(WriteFileAtomic(o_.json_out, std::span<const uint8_t>(
@@ -208,7 +210,7 @@ class Bench {
                  ("cact_bench_" + std::to_string(getpid()));
     std::filesystem::create_directories(torch_dir_);
     torch_model_ = (torch_dir_ / "model.pt").string();
-    auto out = Capture(o_.torch_binary + " export '" + o_.model_path + "' -o '" + torch_model_ + "'");
+    auto out = CaptureStdout(o_.torch_binary + " export '" + o_.model_path + "' -o '" + torch_model_ + "'");
     if (!out.ok()) return out.status();
     return absl::OkStatus();
   }
@@ -238,7 +240,7 @@ class Bench {
     if (arm == "torch") {
       if (!test.prefill) return 0.0;
       std::string ids = absl::StrJoin(all.subspan(0, test.tokens), ",");
-      auto out = Capture(absl::StrFormat("%s run '%s' --tokens %s -w 2 -r 1 -t %u --json",
+      auto out = CaptureStdout(absl::StrFormat("%s run '%s' --tokens %s -w 2 -r 1 -t %u --json",
                                          o_.torch_binary, torch_model_, ids, threads));
       if (!out.ok()) return out.status();
       auto j = nlohmann::json::parse(*out, nullptr, false);
@@ -308,6 +310,7 @@ class Bench {
           s << "\n";
         }
     }
+    s << SessionMarkdown();
     s << absl::StrFormat("\nmachine limits (buffer of %.2f MB = the model's codes):\n\n", cost_.code_bytes / 1e6);
     s << "| threads | read GB/s | int8 GMAC/s | floor ms/token | fast tg ms/token (best depth) | fraction of floor |\n";
     s << "|---:|---:|---:|---:|---:|---:|\n";
@@ -323,6 +326,27 @@ class Bench {
       s << absl::StrFormat("| %u | %.1f | %.1f | %.4f | %s | %s |\n", t, l.read_gbs, l.int8_gmacs,
                            floor, best > 0 ? absl::StrFormat("%.4f", ms) : "–",
                            best > 0 ? absl::StrFormat("%.1f %%", 100 * floor / ms) : "–");
+    }
+    return s.str();
+  }
+
+  // Start-up and memory: in-process open/setup timings and the fresh-process session.
+  std::string SessionMarkdown() const {
+    if (sessions_.empty()) return "";
+    const SessionFigures& any = sessions_.begin()->second;
+    std::ostringstream s;
+    s << absl::StrFormat("\nstart-up and memory (open + validate and fast-path setup: mean ± sd of %u in this "
+                         "process; session: a fresh cact-run, %u prompt tokens then decoding to %u positions):\n\n",
+                         o_.reps, any.prompt, any.session_tokens);
+    s << "| threads | open + validate ms | fast-path setup ms | session peak RSS MiB | session load ms | session decode t/s |\n";
+    s << "|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& [t, f] : sessions_) {
+      const Stats op = Summarise(f.open_ms), su = Summarise(f.setup_ms);
+      s << absl::StrFormat("| %u | %.2f ± %.2f | %.2f ± %.2f | %s | %s | %s |\n", t, op.mean, op.sd,
+                           su.mean, su.sd,
+                           f.session_tokens ? absl::StrFormat("%.1f", f.session_peak_rss_mb) : "–",
+                           f.session_tokens ? absl::StrFormat("%.1f", f.session_load_ms) : "–",
+                           f.session_tokens ? absl::StrFormat("%.1f", f.session_decode_tps) : "–");
     }
     return s.str();
   }
@@ -406,6 +430,16 @@ class Bench {
       lim.push_back({{"threads", t}, {"read_gbs", limits_.at(t).read_gbs},
                      {"int8_gmacs", limits_.at(t).int8_gmacs}, {"floor_ms_per_token", FloorMs(t)}});
     j["limits"] = lim;
+    nlohmann::ordered_json ses = nlohmann::ordered_json::array();
+    for (const auto& [t, f] : sessions_)
+      ses.push_back({{"threads", t}, {"open_validate_ms", f.open_ms}, {"fast_setup_ms", f.setup_ms},
+                     {"open_validate_ms_mean", Summarise(f.open_ms).mean},
+                     {"fast_setup_ms_mean", Summarise(f.setup_ms).mean},
+                     {"session_prompt", f.prompt}, {"session_tokens", f.session_tokens},
+                     {"session_peak_rss_bytes", uint64_t(f.session_peak_rss_mb * (1 << 20))},
+                     {"session_load_ms", f.session_load_ms},
+                     {"session_decode_tps", f.session_decode_tps}});
+    j["session"] = ses;
     return j.dump(2) + "\n";
   }
 
@@ -417,6 +451,7 @@ class Bench {
   ModelCost cost_;
   std::map<uint32_t, Limits> limits_;
   std::map<Key, std::vector<double>> samples_;
+  std::map<uint32_t, SessionFigures> sessions_;
   std::map<std::pair<std::string, uint32_t>, std::unique_ptr<Forward>> paths_;
   std::filesystem::path torch_dir_;
   std::string torch_model_;
@@ -468,6 +503,8 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--sink", o.sink, "pinned first positions");
   app.add_option("-o,--output", o.format, "md or json")->check(CLI::IsMember({"md", "json"}));
   app.add_option("--json-out", o.json_out, "also write the JSON report to this file");
+  app.add_option("--session", o.session_tokens,
+                 "positions of the fresh-process memory session (0: skip; capped at max_seq_len)");
   app.add_option("--svg", o.svg_out, "also write an SVG plot of decode tokens/s against depth");
   try {
     app.parse(argc, argv);

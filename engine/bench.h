@@ -2,7 +2,7 @@
 //
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2]
 //                  [--arms fast,fast-int8,ref] [--torch PATH/cact-torch] [-o md|json]
-//                  [--json-out FILE] [--svg FILE]
+//                  [--json-out FILE] [--svg FILE] [--session N]
 //
 // Tests: ppP (prefill P tokens into an empty context) and tgN @ dD (decode N tokens one at
 // a time after D context tokens; D is capped at max_seq_len - N). Random token ids, no
@@ -15,7 +15,9 @@
 // (cact-torch's TorchScript export run by libtorch; prefill tests only, its own process).
 // The run also measures this machine's limits: read bandwidth over a buffer the size of the
 // model's codes, int8 dot throughput, and prints the model's floor time per decoded
-// token and the fraction of it the fast path reaches.
+// token and the fraction of it the fast path reaches, and the start-up and memory figures
+// of bench_session.h (open + validate, fast-path setup, a fresh process's peak RSS over an
+// N-position session).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -42,6 +44,8 @@ struct BenchOptions {
   uint32_t sink = 0;
   double limits_seconds = 0.3;
   uint64_t seed = 1;
+  uint32_t session_tokens = 2048;  // fresh-process memory session (0: skip; see bench_session.h)
+  std::string run_binary;          // cact-run for that session (default: this executable)
 };
 
 // Runs the benchmark; returns the report (markdown or JSON). Progress goes to stderr.

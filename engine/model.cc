@@ -213,7 +213,9 @@ absl::Status Model::Build() {
     h.spec = spec;
     const std::string p = spec.name() + ".";
     CACT_ASSIGN_OR_RETURN(h.probes, Vector(p + "probes", {spec.probes, d}));
-    CACT_ASSIGN_OR_RETURN(h.proj, Vector(p + "proj", {spec.out_dim, spec.probes * d}));
+    CACT_ASSIGN_OR_RETURN(h.proj, Matrix(p + "proj", spec.out_dim, spec.probes * d));
+    if (h.proj.is_cq())
+      return FileError(path(), p + "proj: expected an FP16/FP32 matrix, found CQ");
     CACT_ASSIGN_OR_RETURN(h.bias, Vector(p + "bias", {spec.out_dim}));
     heads_.push_back(std::move(h));
   }

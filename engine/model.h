@@ -67,7 +67,7 @@ struct EngramSiteWeights {
 struct ProbeHeadWeights {
   ProbeHeadSpec spec;
   std::vector<float> probes;  // [P, d]
-  std::vector<float> proj;    // [out, P*d]
+  MatrixView proj;            // [out, P*d] FP16/FP32, read row by row on use (1 MB as float)
   std::vector<float> bias;    // [out]
 };
 

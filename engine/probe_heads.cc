@@ -30,7 +30,11 @@ std::vector<float> RunHead(const ProbeHeadWeights& head, const std::vector<const
     }
   }
   std::vector<float> y(head.spec.out_dim);
-  ops::MatVec(head.proj.data(), y.size(), pooled.size(), pooled.data(), y.data());
+  std::vector<float> row(pooled.size());
+  for (size_t r = 0; r < y.size(); ++r) {
+    head.proj.DequantizeRow(uint32_t(r), row.data());
+    y[r] = ops::Dot(row.data(), pooled.data(), pooled.size());
+  }
   for (size_t i = 0; i < y.size(); ++i) y[i] += head.bias[i];
   return y;
 }

@@ -124,6 +124,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   if (!model_or.ok()) return model_or.status();
   const Model& model = **model_or;
   const double open_ms = clock.Millis();
+  r.timings.open_ms = open_ms;
 
   clock.Reset();
   std::optional<Tokenizer> tokenizer;
@@ -189,7 +190,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   for (uint32_t i = 0; i < req.max_new_tokens; ++i) {
     const int32_t next = sampler.Sample(last);
     if (i == 0) r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
-    if (next == eos || (prompt.chat && next == im_end)) break;
+    if (!req.ignore_eos && (next == eos || (prompt.chat && next == im_end))) break;
     r.generated_ids.push_back(next);
     stream.Add(next, r.generated_ids);
     if (i + 1 == req.max_new_tokens || fwd.position() >= model.max_seq_len()) break;
@@ -224,9 +225,9 @@ std::string TimingLine(const RunResult& r) {
                            r.path_name, r.window, r.sink, t.load_ms, t.tokenize_ms,
                            t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
   std::string s = absl::StrFormat(
-      "cact-run [%s, window %d, sink %d]: load %.1f ms | tokenize %.2f ms | prompt %d tokens | "
+      "cact-run [%s, window %d, sink %d]: load %.1f ms (open %.1f) | tokenize %.2f ms | prompt %d tokens | "
       "prefill %.1f ms (%.1f tok/s)",
-      r.path_name, r.window, r.sink, t.load_ms, t.tokenize_ms, t.prompt_tokens, t.prefill_ms,
+      r.path_name, r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms, t.prompt_tokens, t.prefill_ms,
       t.prefill_tokens_per_s());
   if (t.generated_tokens)
     s += absl::StrFormat(" | first token %.1f ms | decode %d steps %.1f tok/s", t.first_token_ms,
@@ -245,7 +246,8 @@ std::string ResultJson(const RunResult& r) {
   j["generated_ids"] = r.generated_ids;
   j["text"] = r.text;
   const RunTimings& t = r.timings;
-  j["timings"] = {{"load_ms", t.load_ms},
+  j["timings"] = {{"open_ms", t.open_ms},
+                  {"load_ms", t.load_ms},
                   {"tokenize_ms", t.tokenize_ms},
                   {"prompt_tokens", t.prompt_tokens},
                   {"prefill_ms", t.prefill_ms},

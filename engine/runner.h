@@ -27,6 +27,7 @@ struct RunRequest {
   std::optional<std::string> query, system;
 
   uint32_t max_new_tokens = 0;
+  bool ignore_eos = false;  // keep generating past EOS / <|im_end|> (benchmarks, memory checks)
   std::optional<uint32_t> window, sink;  // defaults: header kv_window; tools prefix or 0
   int threads = 1;
   SamplerOptions sampling;
@@ -42,7 +43,8 @@ struct RunRequest {
 };
 
 struct RunTimings {
-  double load_ms = 0, tokenize_ms = 0, prefill_ms = 0, first_token_ms = 0, decode_ms = 0;
+  // load_ms = open_ms (map + validate + model view) + the forward path's setup.
+  double open_ms = 0, load_ms = 0, tokenize_ms = 0, prefill_ms = 0, first_token_ms = 0, decode_ms = 0;
   uint32_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;
   uint64_t peak_rss_bytes = 0;
   double prefill_tokens_per_s() const;

@@ -2,6 +2,7 @@
 // is measured (positive tokens/s), the report carries the machine limits, and bad
 // options are clear errors. (Timings are not checked: they depend on the machine.)
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -21,6 +22,7 @@ BenchOptions Small() {
   o.threads = {1, 2};
   o.arms = {"fast", "fast-int8", "ref"};
   o.limits_seconds = 0.02;
+  o.session_tokens = 0;  // the fresh-process session has its own test
   return o;
 }
 
@@ -57,6 +59,41 @@ TEST(FastBench, MarkdownHasTheTablesAndRatios) {
   EXPECT_NE(report->find("| fast | 1 | pp8 |"), std::string::npos);
   EXPECT_NE(report->find("fast / ref"), std::string::npos);
   EXPECT_NE(report->find("fraction of floor"), std::string::npos);
+}
+
+// Start-up and memory: in-process open/setup timings per repetition, and a fresh cact-run
+// session that must reach exactly the requested positions (decoding past EOS).
+TEST(FastBench, SessionFiguresComeFromAFreshProcess) {
+  if (access(Tool("cact-run").c_str(), X_OK) != 0) GTEST_SKIP() << "cact-run not built";
+  BenchOptions o = Small();
+  o.threads = {1};
+  o.depths = {0};
+  o.arms = {"fast"};
+  o.format = "json";
+  o.session_tokens = 40;
+  o.run_binary = Tool("cact-run");
+  auto report = RunBench(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  auto j = nlohmann::json::parse(*report);
+  ASSERT_EQ(j["session"].size(), 1u);
+  const auto& s = j["session"][0];
+  ASSERT_EQ(s["open_validate_ms"].size(), 2u);
+  for (double v : s["open_validate_ms"]) EXPECT_GT(v, 0.0);
+  for (double v : s["fast_setup_ms"]) EXPECT_GT(v, 0.0);
+  EXPECT_EQ(s["session_prompt"], 8u);
+  EXPECT_EQ(s["session_tokens"], 40u);
+  // A process that mapped the model and linked the C++ runtime: more than 1 MiB resident.
+  EXPECT_GT(s["session_peak_rss_bytes"].get<uint64_t>(), uint64_t(1) << 20);
+  EXPECT_GT(s["session_decode_tps"].get<double>(), 0.0);
+
+  o.format = "md";
+  report = RunBench(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->find("| threads | open + validate ms | fast-path setup ms | session peak RSS MiB"),
+            std::string::npos) << *report;
+
+  o.run_binary = "/nonexistent/cact-run";  // the session cannot start: an error, not a zero
+  EXPECT_FALSE(RunBench(o).ok());
 }
 
 TEST(FastBench, BadOptionsAreErrors) {

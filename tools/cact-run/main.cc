@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   app.add_option("--top-k", req.sampling.top_k, "keep the k most likely tokens (0 = all)");
   app.add_option("--top-p", req.sampling.top_p, "nucleus mass (1 = all)")->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", req.sampling.seed, "sampling seed");
+  app.add_flag("--ignore-eos", req.ignore_eos, "keep generating past the end-of-sequence token");
   app.add_option("--logits", req.logits_path, "write the prompt's logits [T, vocab] float32 .npy");
   app.add_flag("--last", req.last_only, "with --logits: only the last position [1, vocab]");
   app.add_option("--dump-hidden", req.dump_hidden_dir, "write DIR/hidden.npy: lane mean after each layer [L, T, d]");
