@@ -86,26 +86,52 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
   const __mmask16 last = __mmask16(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
   for (uint32_t i0 = 0; i0 < n_q; i0 += 2) {
     const uint32_t nh = n_q - i0 >= 2 ? 2 : 1;
-    // Scores, 16 rows at a time, lanes = rows.
+    // Scores, lanes = rows: two 16-row blocks at a time when the run has them, so four
+    // independent fma chains hide the fma latency (each row's sum keeps its order over c).
+    const float* q0 = q + size_t(i0) * hd;
+    const float* q1 = q0 + hd;
+    const __m512 inv_v = _mm512_set1_ps(inv_sqrt);
+    auto store = [&](__m512 a, __m512 b, __mmask16 m, size_t r0, uint32_t at) {
+      const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), inv_v);
+      _mm512_mask_storeu_ps(scratch + size_t(i0) * total + at, m, _mm512_mul_ps(a, t));
+      if (nh == 2) _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + at, m, _mm512_mul_ps(b, t));
+    };
     uint32_t idx = 0;
-    for (int k = 0; k < runs.n; ++k)
-      for (uint32_t j = 0; j < runs.count[k]; j += 16) {
+    for (int k = 0; k < runs.n; ++k) {
+      uint32_t j = 0;
+      for (; j + 32 <= runs.count[k]; j += 32) {
+        const size_t r0 = runs.start[k] + j;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+        for (uint32_t c = 0; c < hd; ++c) {
+          const int8_t* kc = keys_t + c * row_stride + r0;
+          const __m512 kv0 = LoadI8(kc, 0xFFFF), kv1 = LoadI8(kc + 16, 0xFFFF);
+          const __m512 qa = _mm512_set1_ps(q0[c]);
+          a0 = _mm512_fmadd_ps(qa, kv0, a0);
+          b0 = _mm512_fmadd_ps(qa, kv1, b0);
+          if (nh == 2) {
+            const __m512 qb = _mm512_set1_ps(q1[c]);
+            a1 = _mm512_fmadd_ps(qb, kv0, a1);
+            b1 = _mm512_fmadd_ps(qb, kv1, b1);
+          }
+        }
+        store(a0, a1, 0xFFFF, r0, idx);
+        store(b0, b1, 0xFFFF, r0 + 16, idx + 16);
+        idx += 32;
+      }
+      for (; j < runs.count[k]; j += 16) {
         const uint32_t cnt = runs.count[k] - j < 16 ? runs.count[k] - j : 16;
         const __mmask16 m = __mmask16((1u << cnt) - 1);
         const size_t r0 = runs.start[k] + j;
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        const float* q0 = q + size_t(i0) * hd;
-        const float* q1 = q0 + hd;
         for (uint32_t c = 0; c < hd; ++c) {
           const __m512 kv = LoadI8(keys_t + c * row_stride + r0, m);
           a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[c]), kv, a0);
           if (nh == 2) a1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[c]), kv, a1);
         }
-        const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), _mm512_set1_ps(inv_sqrt));
-        _mm512_mask_storeu_ps(scratch + size_t(i0) * total + idx, m, _mm512_mul_ps(a0, t));
-        if (nh == 2) _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + idx, m, _mm512_mul_ps(a1, t));
+        store(a0, a1, m, r0, idx);
         idx += cnt;
       }
+    }
     // Softmax of each head in place: max (exact in any order), exp, 16 strided partial
     // sums and a fixed tree.
     float inv[2] = {0.f, 0.f};
