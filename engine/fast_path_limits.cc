@@ -20,12 +20,6 @@ absl::Status CheckFastPathSupports(const Geometry& g, const AttentionWindow& att
     return absl::UnimplementedError("the fast path does not support " + what +
                                     "; run the FP32 reference path instead (--ref)");
   };
-  if (g.mhc_lanes > kFastMaxLanes)
-    return refuse(absl::StrFormat("mhc_lanes %d (at most %d)", g.mhc_lanes, kFastMaxLanes));
-  if (g.head_dim > kFastMaxHeadDim)
-    return refuse(absl::StrFormat("head_dim %d (at most %d)", g.head_dim, kFastMaxHeadDim));
-  if (g.d_model < kFastMinDModel || g.d_model % 8 != 0)
-    return refuse(absl::StrFormat("d_model %d (a multiple of 8, at least %d)", g.d_model, kFastMinDModel));
   const uint64_t kv = FastKvCacheBytes(g, attn);
   if (kv > kFastMaxKvBytes)
     return refuse(absl::StrFormat("a %d MiB KV cache (window %d, sink %d, max_seq_len %d; at most %d MiB): "

@@ -1,8 +1,8 @@
 // The fast path on micro models stretched to edge geometries the validator accepts (the
 // reliability area's MicroContents): wide mHC (9, 17 lanes), long heads (1024), d_model 3
 // and 1 (Hadamard n below the SIMD width), odd CQ groups (8, 1024: dense fallback), one
-// lane, 64 heads of 2. Called directly (cact-run refuses some of these up front, see
-// engine/fast_path_limits.h): it must run, stay finite, and follow the reference (random
+// lane, 64 heads of 2. Called directly (cact-run runs them too; it only refuses KV caches
+// over 1 GiB, engine/fast_path_limits.h): it must run, stay finite, and follow the reference (random
 // micro weights: a loose 3 % logits bound, this test is about memory safety and wiring;
 // run it under tests/sanitize.sh for ASan). Measured: 0.3-0.9 % for every case except
 // d_model 3 (4.6 %: every RMS norm is over 3 values, which amplifies the rounding; plain
