@@ -1,5 +1,8 @@
 #include "engine/kernels/team.h"
 
+#include <algorithm>
+#include <chrono>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CACT_PAUSE() _mm_pause()
@@ -9,6 +12,10 @@
 
 namespace cact::kernels {
 namespace {
+
+double Seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 // A few microseconds of spinning (pause is ~40-140 cycles) before sleeping.
 constexpr int kSpins = 300;
@@ -47,16 +54,44 @@ Team::~Team() {
   for (std::thread& t : workers_) t.join();
 }
 
+void Team::Barrier() {
+  if (solo_) return;
+  if (std::this_thread::get_id() != caller_) return barrier_.Wait();
+  const double t0 = Seconds();
+  barrier_.Wait();
+  waited_s_ += Seconds() - t0;
+}
+
 void Team::Run(const std::function<void(uint32_t, uint32_t)>& fn) {
   if (size_ == 1) {
     fn(0, 1);
     return;
   }
+  if (solo_left_ > 0) {
+    --solo_left_;
+    ++solo_total_;
+    solo_ = true;
+    fn(0, 1);
+    solo_ = false;
+    return;
+  }
+  const double t0 = Seconds();
+  waited_s_ = 0;
+  caller_ = std::this_thread::get_id();
   job_ = &fn;
   job_generation_.fetch_add(1, std::memory_order_release);
   job_generation_.notify_all();
   fn(0, size_);
-  barrier_.Wait();  // every member finished
+  Barrier();  // every member finished
+  // Mostly waiting for partners: the machine is oversubscribed (see team.h).
+  if (waited_s_ <= 0.5 * (Seconds() - t0)) {
+    busy_streak_ = 0;
+    solo_len_ = kSoloRuns;
+  } else if (++busy_streak_ >= kBusyRuns) {
+    busy_streak_ = 0;
+    solo_left_ = solo_len_;
+    solo_len_ = std::min(2 * solo_len_, kMaxSoloRuns);  // still busy next time: back off
+  }
 }
 
 void Team::Worker(uint32_t me) {

@@ -4,6 +4,16 @@
 // (std::atomic::wait): cheap on an idle machine, and it does not burn the CPU a
 // descheduled partner needs when the machine is oversubscribed (OpenMP's default
 // barriers spin for a long time and degrade to milliseconds per barrier there).
+//
+// Oversubscription: when other processes leave each member about half a core, a partner is
+// often descheduled while the others wait at a barrier, and a decode step with ~84
+// barriers went from 5 ms on one thread to 120 ms on two (docs/benchmarks.md). So the
+// caller measures how much of each parallel Run it spends waiting; after kBusyRuns
+// consecutive runs waiting more than half the time, the team runs the next kSoloRuns jobs
+// as fn(0, 1) on the caller alone (Barrier() is then a no-op), then tries parallel again
+// (each time it is still busy, the solo stretch doubles, up to kMaxSoloRuns).
+// Every job is written for any member count, so results do not change (the fast path is
+// bit-identical across thread counts).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -34,14 +44,25 @@ class Team {
   Team(const Team&) = delete;
   Team& operator=(const Team&) = delete;
 
+  static constexpr uint32_t kBusyRuns = 3, kSoloRuns = 256, kMaxSoloRuns = 1u << 16;
+
   uint32_t size() const { return size_; }
   void Run(const std::function<void(uint32_t me, uint32_t nt)>& fn);
-  void Barrier() { barrier_.Wait(); }
+  void Barrier();
+  // Parallel runs so far that were switched to the caller alone (tests, diagnostics).
+  uint64_t solo_runs() const { return solo_total_; }
 
  private:
   void Worker(uint32_t me);
 
   uint32_t size_;
+  bool solo_ = false;          // the current Run is on the caller alone
+  uint32_t busy_streak_ = 0;   // consecutive parallel runs that mostly waited
+  uint32_t solo_left_ = 0;     // runs left in solo mode
+  uint32_t solo_len_ = kSoloRuns;
+  uint64_t solo_total_ = 0;
+  double waited_s_ = 0;        // caller's barrier waiting in the current Run
+  std::thread::id caller_;
   TeamBarrier barrier_;
   std::vector<std::thread> workers_;
   const std::function<void(uint32_t, uint32_t)>* job_ = nullptr;
