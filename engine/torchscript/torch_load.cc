@@ -1,20 +1,28 @@
 // Loading exported modules with torch::jit::load: reading back what an (edited) module
 // holds for `cact-torch import`, and running one from C++.
 #include <ATen/Parallel.h>
+#include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
+#include "engine/torchscript/archive_check.h"
 #include "engine/torchscript/origin.h"
+#include "engine/torchscript/tensor_bounds.h"
 #include "engine/torchscript/torch_module.h"
+#include "lib/file_bytes.h"
 #include "lib/status.h"
 
 namespace cact::torchscript {
 namespace {
 
-// torch error texts carry a C++ backtrace after the first line.
-std::string FirstLine(const std::string& s) { return s.substr(0, s.find('\n')); }
+// torch error texts carry a C++ backtrace after the first line (some start with a newline).
+std::string FirstLine(const std::string& s) {
+  const size_t start = std::min(s.find_first_not_of("\n "), s.size());
+  return s.substr(start, s.find('\n', start) - start);
+}
 
 absl::StatusOr<torch::jit::Module> LoadArchive(const std::string& path) {
   try {
@@ -24,7 +32,28 @@ absl::StatusOr<torch::jit::Module> LoadArchive(const std::string& path) {
   }
 }
 
-FloatTensor ToFloatTensor(const std::string& name, const at::Tensor& value) {
+// The TorchScript source records (deflated, so read through torch's own zip reader), checked
+// before torch::jit::load compiles them (archive_check.h says why).
+absl::Status CheckArchiveCode(const std::string& path) {
+  try {
+    caffe2::serialize::PyTorchStreamReader reader(path);
+    for (const std::string& name : reader.getAllRecords()) {
+      if (name.find("code/") == std::string::npos || name.size() < 3 || name.compare(name.size() - 3, 3, ".py") != 0) {
+        continue;
+      }
+      auto [data, size] = reader.getRecord(name);
+      CACT_RETURN_IF_ERROR(
+          CheckTorchScriptSource(std::string_view(static_cast<const char*>(data.get()), size), path, name));
+    }
+    return absl::OkStatus();
+  } catch (const std::exception& e) {
+    return FileError(path, "not a loadable TorchScript archive: " + FirstLine(e.what()));
+  }
+}
+
+absl::StatusOr<FloatTensor> ToFloatTensor(const std::string& name, const at::Tensor& value,
+                                          const std::string& path) {
+  CACT_RETURN_IF_ERROR(CheckTensorInRecord(value, name, path));
   at::Tensor t = value.detach().to(at::kCPU).to(at::kFloat).contiguous();
   FloatTensor f;
   f.name = name;
@@ -38,6 +67,12 @@ FloatTensor ToFloatTensor(const std::string& name, const at::Tensor& value) {
 }  // namespace
 
 absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
+  {
+    CACT_ASSIGN_OR_RETURN(FileBytes archive, FileBytes::Open(path));
+    CACT_RETURN_IF_ERROR(CheckTorchArchive(archive.span(), path));
+  }
+  CACT_RETURN_IF_ERROR(CheckArchiveCode(path));
+  RecordSizeScope record_sizes;  // open until every tensor has been checked and copied
   CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
   try {
     if (!m.hasattr(kJsonAttribute) || !m.attr(kJsonAttribute).isString()) {
@@ -58,6 +93,7 @@ absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
       if (t.scalar_type() != at::kByte || t.dim() != 1) {
         return FileError(path, "carried buffer cact_source." + name + " is not a 1-D uint8 tensor");
       }
+      CACT_RETURN_IF_ERROR(CheckTensorInRecord(t, "cact_source." + name, path));
       keep.push_back(t.to(at::kCPU).contiguous());
       return std::span<const uint8_t>(keep.back().data_ptr<uint8_t>(), size_t(keep.back().numel()));
     };
@@ -74,10 +110,13 @@ absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
     std::set<std::string> names;
     for (const OriginTensor& t : out.origin.tensors) names.insert(t.name);
     for (const auto& p : m.named_parameters(/*recurse=*/true)) {
-      out.values.tensors.push_back(ToFloatTensor(p.name, p.value));
+      CACT_ASSIGN_OR_RETURN(FloatTensor f, ToFloatTensor(p.name, p.value, path));
+      out.values.tensors.push_back(std::move(f));
     }
     for (const auto& b : m.named_buffers(/*recurse=*/true)) {
-      if (names.count(b.name)) out.values.tensors.push_back(ToFloatTensor(b.name, b.value));
+      if (!names.count(b.name)) continue;
+      CACT_ASSIGN_OR_RETURN(FloatTensor f, ToFloatTensor(b.name, b.value, path));
+      out.values.tensors.push_back(std::move(f));
     }
     return out;
   } catch (const std::exception& e) {
