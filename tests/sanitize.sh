@@ -1,8 +1,9 @@
 #!/bin/sh
 # AddressSanitizer + UBSan build of the unit tests (no libtorch) and a quick ctest subset:
-# the lib, formats, quant, kernels and reliability areas in full (the reliability sweeps are
-# the point: every truncation and bit flip of the fixtures with ASan watching the reads),
-# plus the engine tests that are quick under ASan. Build dir: <repo>/build-asan.
+# the lib, formats, quant, kernels, cli and reliability areas in full (the reliability
+# sweeps are the point: every truncation and bit flip of the fixtures with ASan watching the
+# reads; the cli tests run the sanitized tools), plus the engine tests that are quick under
+# ASan. Build dir: <repo>/build-asan. CI runs it after `setup.sh test` (.ci/run).
 #   tests/sanitize.sh [-j JOBS]
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,7 +19,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACT_SANITIZE=O
 available=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \([a-z_-]*\).*/\1/p')
 targets=""
 for t in cact_lib_tests cact_formats_tests cact_quant_tests cact_kernels_tests cact_engine_tests \
-         cact_reliability_tests cact-inspect cact-quant cact-run; do
+         cact_cli_tests cact_reliability_tests cact-inspect cact-quant cact-run; do
   echo "$available" | grep -qx "$t" && targets="$targets $t"
 done
 echo "== building (ASan + UBSan):$targets"
@@ -31,5 +32,5 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # under ASan); everything in the other areas.
 echo "== ctest (sanitized subset)"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600 \
-  -L '^(lib|formats|quant|kernels|reliability|engine)$' \
+  -L '^(lib|formats|quant|kernels|cli|reliability|engine)$' \
   -E "${CACT_ASAN_EXCLUDE:-[Nn]eedle2|Synthetic.*Large|Benchmark|Speed}"
