@@ -24,6 +24,15 @@ std::string FirstLine(const std::string& s) {
   return s.substr(start, s.find('\n', start) - start);
 }
 
+// An archive check's error ("PATH: FIELD at offset N: WHAT") told as the load failure it
+// prevents: "PATH: not a loadable TorchScript archive: FIELD at offset N: WHAT".
+absl::Status NotLoadable(const absl::Status& s, const std::string& path) {
+  if (s.ok()) return s;
+  std::string what(s.message());
+  if (what.rfind(path + ": ", 0) == 0) what = what.substr(path.size() + 2);
+  return absl::Status(s.code(), path + ": not a loadable TorchScript archive: " + what);
+}
+
 absl::StatusOr<torch::jit::Module> LoadArchive(const std::string& path) {
   try {
     return torch::jit::load(path, at::Device(at::kCPU));
@@ -47,7 +56,7 @@ absl::Status CheckArchiveCode(const std::string& path) {
     }
     return absl::OkStatus();
   } catch (const std::exception& e) {
-    return FileError(path, "not a loadable TorchScript archive: " + FirstLine(e.what()));
+    return FileError(path, FirstLine(e.what()));
   }
 }
 
@@ -69,9 +78,9 @@ absl::StatusOr<FloatTensor> ToFloatTensor(const std::string& name, const at::Ten
 absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
   {
     CACT_ASSIGN_OR_RETURN(FileBytes archive, FileBytes::Open(path));
-    CACT_RETURN_IF_ERROR(CheckTorchArchive(archive.span(), path));
+    CACT_RETURN_IF_ERROR(NotLoadable(CheckTorchArchive(archive.span(), path), path));
   }
-  CACT_RETURN_IF_ERROR(CheckArchiveCode(path));
+  CACT_RETURN_IF_ERROR(NotLoadable(CheckArchiveCode(path), path));
   RecordSizeScope record_sizes;  // open until every tensor has been checked and copied
   CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
   try {
