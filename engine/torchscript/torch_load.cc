@@ -73,14 +73,20 @@ absl::StatusOr<FloatTensor> ToFloatTensor(const std::string& name, const at::Ten
   return f;
 }
 
-}  // namespace
-
-absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
+// The archive checks (archive_check.h) that keep damaged files away from libtorch's
+// crashes; `cact-torch import` and `cact-torch run` both load through them.
+absl::Status CheckBeforeLoad(const std::string& path) {
   {
     CACT_ASSIGN_OR_RETURN(FileBytes archive, FileBytes::Open(path));
     CACT_RETURN_IF_ERROR(NotLoadable(CheckTorchArchive(archive.span(), path), path));
   }
-  CACT_RETURN_IF_ERROR(NotLoadable(CheckArchiveCode(path), path));
+  return NotLoadable(CheckArchiveCode(path), path);
+}
+
+}  // namespace
+
+absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
+  CACT_RETURN_IF_ERROR(CheckBeforeLoad(path));
   RecordSizeScope record_sizes;  // open until every tensor has been checked and copied
   CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
   try {
@@ -141,6 +147,7 @@ TorchModel::TorchModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TorchModel::~TorchModel() = default;
 
 absl::StatusOr<std::unique_ptr<TorchModel>> TorchModel::Load(const std::string& path) {
+  CACT_RETURN_IF_ERROR(CheckBeforeLoad(path));
   CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
   auto impl = std::make_unique<Impl>();
   impl->module = std::move(m);

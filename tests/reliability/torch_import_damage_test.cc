@@ -254,5 +254,34 @@ TEST_F(TorchImportRegression, UntypedClassAttributeInCode) {
   ExpectRejected(ReadAll(dir_ / "untyped.pt"), "'__buffers_x' assigned without a type");
 }
 
+// `cact-torch run` loads through the same archive checks: the 64 GB memo id and a damaged
+// weight are clean errors there too (exit 2, one line), never a crash or a run on garbage.
+TEST_F(TorchImportRegression, RunRefusesDamagedArchivesToo) {
+  size_t size = 0;
+  const size_t data = MemberData(pt_, "/data/0", &size);
+  ASSERT_NE(data, std::string::npos);
+  std::vector<uint8_t> flipped = pt_;
+  flipped[data + size / 2] ^= 0x40;
+  const size_t pkl = MemberData(pt_, "/data.pkl", &size);
+  ASSERT_NE(pkl, std::string::npos);
+  const std::vector<uint8_t> put256 = {'r', 0x00, 0x01, 0x00, 0x00};
+  auto at = std::search(pt_.begin() + pkl, pt_.begin() + pkl + size, put256.begin(), put256.end());
+  ASSERT_NE(at, pt_.begin() + pkl + size);
+  std::vector<uint8_t> memo = pt_;
+  Put32(memo, size_t(at - pt_.begin()) + 1, 0xFFFFFFF0u);
+  ResizeStoredMember(memo, "/data.pkl", uint32_t(size));
+  for (const auto& [bad, says] : {std::pair{flipped, std::string("CRC-32 mismatch")},
+                                  std::pair{memo, std::string("memo id 4294967280")}}) {
+    WriteAll(dir_ / "bad.pt", bad);
+    auto r = testing::Run(TorchTool() + " run " + (dir_ / "bad.pt") + " --tokens 2,17,40");
+    EXPECT_EQ(r.signal, 0);
+    EXPECT_EQ(r.exit_code, 2) << r.output.substr(0, 1500);
+    EXPECT_NE(r.output.find(says), std::string::npos) << r.output.substr(0, 1500);
+  }
+  // The undamaged export still runs.
+  auto ok = testing::Run(TorchTool() + " run " + (dir_ / "m.pt") + " --tokens 2,17,40");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output.substr(0, 1500);
+}
+
 }  // namespace
 }  // namespace cact
