@@ -171,11 +171,10 @@ class Bench {
       SessionOptions so;
       so.model_path = o_.model_path;
       so.run_binary = o_.run_binary.empty() ? SelfPath() : o_.run_binary;
-      so.prompt = o_.prompt.front();
+      so.prompt.assign(tokens_.begin(), tokens_.begin() + o_.prompt.front());  // the ppN ids
       so.session_tokens = o_.session_tokens;
       so.threads = t;
       so.reps = o_.reps;
-      so.seed = o_.seed;
       std::fprintf(stderr, "[session] %u thread%s: open/setup x%u, %u-token session\n", t,
                    t > 1 ? "s" : "", o_.reps, o_.session_tokens);
       CACT_ASSIGN_OR_RETURN(sessions_[t], MeasureSession(so));

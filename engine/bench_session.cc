@@ -1,26 +1,20 @@
 #include "engine/bench_session.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
-#include <random>
+#include <span>
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "lib/resources.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
 
 namespace cact {
 namespace {
-
-double NowMs() {
-  return std::chrono::duration<double, std::milli>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // Shell-quotes one argument (single quotes; embedded ones closed and escaped).
 std::string Quote(const std::string& s) {
@@ -42,38 +36,33 @@ absl::StatusOr<std::string> CaptureStdout(const std::string& cmd) {
   return out;
 }
 
-
 absl::StatusOr<SessionFigures> MeasureSession(const SessionOptions& o) {
   if (o.reps == 0) return absl::InvalidArgumentError("session: reps must be >= 1");
   SessionFigures f;
   f.threads = o.threads;
-  uint32_t max_seq = 0, vocab = 0, window = 0;
+  uint32_t max_seq = 0, window = 0;
   for (uint32_t r = 0; r < o.reps; ++r) {
     // Each repetition opens the file anew (the page cache is warm after the first).
-    double t0 = NowMs();
+    Stopwatch clock;
     CACT_ASSIGN_OR_RETURN(CactFile file, CactFile::Open(o.model_path));
     CACT_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::FromFile(std::move(file)));
-    double t1 = NowMs();
+    f.open_ms.push_back(clock.Millis());
+    clock.Reset();
     ForwardOptions opt;
     opt.threads = int(o.threads);
     opt.attn.window = model->kv_window();
-    std::unique_ptr<Forward> fwd = MakeFastForward(*model, opt, FastForwardOptions{});
-    double t2 = NowMs();
-    f.open_ms.push_back(t1 - t0);
-    f.setup_ms.push_back(t2 - t1);
+    const std::unique_ptr<Forward> fwd = MakeFastForward(*model, opt, FastForwardOptions{});
+    f.setup_ms.push_back(clock.Millis());  // before its teardown
     max_seq = model->max_seq_len();
-    vocab = model->vocab();
     window = model->kv_window();
   }
   if (o.session_tokens == 0 || o.run_binary.empty()) return f;
+  if (o.prompt.empty()) return absl::InvalidArgumentError("session: no prompt ids");
 
-  // The session: random ids (BOS first), then greedy decoding past EOS to the total.
+  // The session: the prompt, then greedy decoding past EOS to the total.
   f.session_tokens = std::min(o.session_tokens, max_seq);
-  f.prompt = std::max(1u, std::min(o.prompt, f.session_tokens - 1));
-  std::mt19937 rng(uint32_t(o.seed));
-  std::vector<int32_t> ids(f.prompt);
-  ids[0] = 2;
-  for (size_t i = 1; i < ids.size(); ++i) ids[i] = int32_t(4 + rng() % std::max(1u, vocab - 4));
+  f.prompt = std::max(1u, std::min(uint32_t(o.prompt.size()), f.session_tokens - 1));
+  const std::span<const int32_t> ids(o.prompt.data(), f.prompt);
   const std::string cmd = absl::StrFormat(
       "%s %s --tokens %s -n %u -t %u --window %u --ignore-eos --json", Quote(o.run_binary),
       Quote(o.model_path), absl::StrJoin(ids, ","), f.session_tokens - f.prompt, o.threads, window);

@@ -2,7 +2,7 @@
 //  - open + validate: CactFile::Open + Model::FromFile, i.e. mapping the file, checking
 //    every header field, record and the tokenizer, and building the model view;
 //  - fast-path setup: MakeFastForward (norm panels, int8 codebooks, buffers, KV cache);
-//  - a session in a fresh `cact-run` process: a prompt of random ids, then greedy decoding
+//  - a session in a fresh `cact-run` process: the caller's prompt ids, then greedy decoding
 //    up to `session_tokens` positions; its peak RSS (VmHWM: the mapping, libraries, KV
 //    cache and buffers) and the load time it reports itself.
 #pragma once
@@ -17,11 +17,10 @@ namespace cact {
 struct SessionOptions {
   std::string model_path;
   std::string run_binary;        // the cact-run executable for the fresh-process session
-  uint32_t prompt = 256;         // prompt tokens of the session (capped at session_tokens)
+  std::vector<int32_t> prompt;   // the session's prompt ids (cut to session_tokens - 1)
   uint32_t session_tokens = 2048;  // total positions (capped at max_seq_len)
   uint32_t threads = 1;
   uint32_t reps = 5;             // in-process open/setup timings
-  uint64_t seed = 1;
 };
 
 struct SessionFigures {

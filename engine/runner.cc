@@ -123,8 +123,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   auto model_or = Model::Open(req.model_path);
   if (!model_or.ok()) return model_or.status();
   const Model& model = **model_or;
-  const double open_ms = clock.Millis();
-  r.timings.open_ms = open_ms;
+  r.timings.open_ms = clock.Millis();
 
   clock.Reset();
   std::optional<Tokenizer> tokenizer;
@@ -151,7 +150,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     if (!ref.ok()) return ref.status();
     auto cand = MakeForwardPath(model, req.path == "auto" ? "fast" : req.path, opt);
     if (!cand.ok()) return cand.status();
-    r.timings.load_ms = open_ms + clock.Millis();
+    r.timings.load_ms = r.timings.open_ms + clock.Millis();
     r.path_name = (*cand)->name();
     auto report = ValidateForwards(**ref, **cand, prompt.ids, req.validate_steps,
                                    model.num_layers(), req.thresholds);
@@ -166,7 +165,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   if (!fwd_or.ok()) return fwd_or.status();
   Forward& fwd = **fwd_or;
   r.path_name = fwd.name();
-  r.timings.load_ms = open_ms + clock.Millis();
+  r.timings.load_ms = r.timings.open_ms + clock.Millis();
 
   // Prefill.
   clock.Reset();

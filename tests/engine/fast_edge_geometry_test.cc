@@ -35,26 +35,8 @@ TEST(FastEdgeGeometry, RunsAndFollowsTheReference) {
       {"group 1024", [](Geometry*, reliability::MicroOptions* o) { o->groups = {1024}; }},
       {"group 8", [](Geometry*, reliability::MicroOptions* o) { o->groups = {8}; }},
       {"64 heads of 2", [](Geometry* g, reliability::MicroOptions*) { g->head_dim = 2; g->num_heads = 64; }},
-      {"d_model 3",
-       [](Geometry* g, reliability::MicroOptions*) {
-         g->d_model = 3;
-         g->hada_n = 4;
-         g->num_engram_tables = 1;
-         g->engram_sub_dim = 3;
-         g->num_engram_orders = 1;
-         g->engram_orders = {2, 0, 0, 0};
-         g->engram_conv_dilation = 2;
-       }},
-      {"d_model 1",
-       [](Geometry* g, reliability::MicroOptions*) {
-         g->d_model = 1;
-         g->hada_n = 1;
-         g->num_engram_tables = 1;
-         g->engram_sub_dim = 1;
-         g->num_engram_orders = 1;
-         g->engram_orders = {2, 0, 0, 0};
-         g->engram_conv_dilation = 2;
-       }},
+      {"d_model 3", [](Geometry* g, reliability::MicroOptions*) { reliability::ShrinkDModel(g, 3, 4); }},
+      {"d_model 1", [](Geometry* g, reliability::MicroOptions*) { reliability::ShrinkDModel(g, 1, 1); }},
   };
   for (const Edge& e : cases) {
     SCOPED_TRACE(e.name);

@@ -96,25 +96,9 @@ INSTANTIATE_TEST_SUITE_P(
         EdgeCase{"Group8", [](Geometry*, MicroOptions* o) { o->groups = {8}; }},
         EdgeCase{"OneLane", [](Geometry* g, MicroOptions*) { g->mhc_lanes = 1; }},
         EdgeCase{"RegressionFastPathDecodeDModel3",
-                 [](Geometry* g, MicroOptions*) {
-                   g->d_model = 3;
-                   g->hada_n = 4;
-                   g->num_engram_tables = 1;
-                   g->engram_sub_dim = 3;
-                   g->num_engram_orders = 1;
-                   g->engram_orders = {2, 0, 0, 0};
-                   g->engram_conv_dilation = 2;
-                 }},
+                 [](Geometry* g, MicroOptions*) { reliability::ShrinkDModel(g, 3, 4); }},
         EdgeCase{"RegressionFastPathDecodeDModel1",
-                 [](Geometry* g, MicroOptions*) {
-                   g->d_model = 1;
-                   g->hada_n = 1;
-                   g->num_engram_tables = 1;
-                   g->engram_sub_dim = 1;
-                   g->num_engram_orders = 1;
-                   g->engram_orders = {2, 0, 0, 0};
-                   g->engram_conv_dilation = 2;
-                 }},
+                 [](Geometry* g, MicroOptions*) { reliability::ShrinkDModel(g, 1, 1); }},
         EdgeCase{"HeadDim2With64Heads",
                  [](Geometry* g, MicroOptions*) {
                    g->head_dim = 2;

@@ -63,6 +63,18 @@ inline TokenizerBlob MicroTokenizer(uint32_t vocab) {
   return t;
 }
 
+// Shrinks the micro geometry to d_model `d` (Hadamard n `hada_n`, below the SIMD width):
+// one engram table of d values, one order of 2, dilation 2, so the engram still fits.
+inline void ShrinkDModel(Geometry* g, uint32_t d, uint32_t hada_n) {
+  g->d_model = d;
+  g->hada_n = hada_n;
+  g->num_engram_tables = 1;
+  g->engram_sub_dim = d;
+  g->num_engram_orders = 1;
+  g->engram_orders = {2, 0, 0, 0};
+  g->engram_conv_dilation = 2;
+}
+
 struct MicroOptions {
   std::vector<ProbeHeadSpec> heads;
   uint32_t seed = 0;
