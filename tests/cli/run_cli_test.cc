@@ -123,7 +123,7 @@ TEST(RunCli, GreedyGenerationIsTheArgmaxChain) {
   ASSERT_FALSE(gen.empty());
   EXPECT_LE(gen.size(), 12u);
   EXPECT_EQ(prompt.front(), 2);  // BOS
-  for (const char* key : {"load_ms", "tokenize_ms", "prefill_tokens_per_s", "first_token_ms",
+  for (const char* key : {"open_ms", "load_ms", "tokenize_ms", "prefill_tokens_per_s", "first_token_ms",
                           "decode_tokens_per_s", "peak_rss_bytes"})
     EXPECT_TRUE(j.at("timings").contains(key)) << key;
   EXPECT_GT(j.at("timings").at("peak_rss_bytes").get<uint64_t>(), 0u);
@@ -145,6 +145,24 @@ TEST(RunCli, GreedyGenerationIsTheArgmaxChain) {
   EXPECT_EQ(text.out, j.at("text").get<std::string>() + "\n");
   for (const char* key : {"load", "tokenize", "prompt", "prefill", "tok/s", "first token", "decode", "peak RSS"})
     EXPECT_NE(text.err.find(key), std::string::npos) << key << " in " << text.err;
+}
+
+// The fixtures mostly predict a copy of the last token, so a prompt ending in EOS (id 1)
+// makes greedy generation stop at once; --ignore-eos keeps going to -n.
+TEST(RunCli, IgnoreEosGeneratesToTheLimit) {
+  const std::string model = Fixture("tiny", "model.cact");
+  auto stop = RunSplit(model + " --ref --tokens 2,17,1 -n 6 --json");
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  ASSERT_TRUE(nlohmann::json::parse(stop.out).at("generated_ids").empty())
+      << "precondition: greedy generation stops at EOS here";
+  auto go = RunSplit(model + " --ref --tokens 2,17,1 -n 6 --ignore-eos --json");
+  ASSERT_EQ(go.exit_code, 0) << go.err;
+  const auto j = nlohmann::json::parse(go.out);
+  EXPECT_EQ(j.at("generated_ids").size(), 6u);
+  EXPECT_EQ(j.at("generated_ids")[0].get<int32_t>(), 1);  // EOS kept as a token
+  const auto& t = j.at("timings");
+  EXPECT_GT(t.at("open_ms").get<double>(), 0.0);
+  EXPECT_GE(t.at("load_ms").get<double>(), t.at("open_ms").get<double>());  // open is part of load
 }
 
 TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
