@@ -17,14 +17,24 @@ double Seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// A few microseconds of spinning (pause is ~40-140 cycles) before sleeping.
-constexpr int kSpins = 300;
+// How long a waiting member spins before it sleeps on the futex. A budget in time, not in
+// pause instructions: pause takes ~10 ns on some CPUs and ~40 ns on others. Waking a
+// sleeping thread costs tens of microseconds (more in a VM, where it takes an IPI to a
+// halted vCPU), while the work between two decode barriers is ~10 us; with a 3 us spin,
+// half of all barrier waits slept and two threads decoded at half the one-thread speed
+// (docs/benchmarks.md). 200 us also keeps a worker awake between decode steps.
+constexpr auto kSpinBudget = std::chrono::microseconds(200);
+constexpr int kPausesPerClockRead = 32;
 
 // Waits until `word` differs from `seen`.
 void AwaitChange(const std::atomic<uint32_t>& word, uint32_t seen) {
-  for (int i = 0; i < kSpins; ++i) {
-    if (word.load(std::memory_order_acquire) != seen) return;
-    CACT_PAUSE();
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+  for (;;) {
+    for (int i = 0; i < kPausesPerClockRead; ++i) {
+      if (word.load(std::memory_order_acquire) != seen) return;
+      CACT_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) break;
   }
   while (word.load(std::memory_order_acquire) == seen) word.wait(seen, std::memory_order_acquire);
 }

@@ -1,9 +1,10 @@
 // A small persistent thread team for the fast path: Run(fn) executes fn(me, nt) on every
 // member (the caller is member 0) and returns when all are done; Barrier() synchronises
-// the members inside fn. Waiting spins for a few microseconds, then sleeps on a futex
-// (std::atomic::wait): cheap on an idle machine, and it does not burn the CPU a
-// descheduled partner needs when the machine is oversubscribed (OpenMP's default
-// barriers spin for a long time and degrade to milliseconds per barrier there).
+// the members inside fn. Waiting spins for up to 200 us, then sleeps on a futex
+// (std::atomic::wait): the work between two decode barriers is ~10 us and a futex wake-up
+// costs more than that, so a barrier on an idle machine must not sleep; a member that
+// waits longer is idle anyway. When the machine is oversubscribed, spinning would burn the
+// CPU a descheduled partner needs: the solo fallback below takes over then.
 //
 // Oversubscription: when other processes leave each member about half a core, a partner is
 // often descheduled while the others wait at a barrier, and a decode step with ~84
