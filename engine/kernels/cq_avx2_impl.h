@@ -241,6 +241,10 @@ inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
 
 // ------------------------------------------------------------------ decode
 
+// Software prefetch of the codes 16 rows ahead (the hardware prefetchers leave decode at
+// ~10 GB/s of codes against ~25 GB/s of read bandwidth; docs/benchmarks.md).
+constexpr uint32_t kPrefetchRows = 16;
+
 template <bool kVnni, int kBits, bool kRes, bool kLo>
 void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t r0,
                 int32_t* dots) {
@@ -265,7 +269,9 @@ void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, u
 #pragma GCC unroll 8
     for (uint32_t i = 0; i < 8; ++i) {
       __m256i idx[C::kSub];
-      C::Indices(C::Load(rows[i] + uint64_t(c) * C::kChunkBytes, bytes), idx);
+      const uint8_t* src = rows[i] + uint64_t(c) * C::kChunkBytes;
+      _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * rb), _MM_HINT_T0);
+      C::Indices(C::Load(src, bytes), idx);
       if (!kComb) {
         for (uint32_t s = 0; s < C::kSub; ++s)
           acc[i] = DotAcc<kVnni>(acc[i], _mm256_shuffle_epi8(lut, idx[s]), a1[s]);

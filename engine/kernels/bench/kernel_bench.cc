@@ -3,6 +3,9 @@
 // projections; 2 engram sites' key/value projections; the tied 8192-row logits) and the
 // matrix-matrix products of a prefill chunk. Not a test: run by hand.
 //   cact-kernel-bench [--isa all|scalar|avx2|avxvnni|avx512] [--threads N] [--tokens N]
+//                     [--two-level 0|1]
+// --two-level 1 uses the fast path's default numerics (two-level int8 activations, residual
+// codebooks for 3/4-bit); 0 (default) plain int8.
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +27,8 @@ struct Mat {
   CqKernelMatrix m;
 };
 
+bool g_two_level = false;
+
 Mat MakeMat(uint32_t out, uint32_t in, uint32_t bits, std::mt19937& rng) {
   const uint32_t group = 128;
   const uint64_t codes = uint64_t(out) * in * bits / 8;
@@ -35,7 +40,7 @@ Mat MakeMat(uint32_t out, uint32_t in, uint32_t bits, std::mt19937& rng) {
   }
   std::vector<float> cb(1u << bits);
   for (size_t k = 0; k < cb.size(); ++k) cb[k] = float(k) - cb.size() / 2.f + 0.5f;
-  Int8Codebook cb8 = MakeInt8Codebook(cb, bits).value();
+  Int8Codebook cb8 = MakeInt8Codebook(cb, bits, g_two_level && bits != 2).value();
   Mat out_m{std::move(blob), {}};
   out_m.m = CqKernelMatrix::Create(out_m.blob, out, in, group, bits, cb8).value();
   return out_m;
@@ -58,6 +63,7 @@ int main(int argc, char** argv) {
     if (k == "--isa") isa_arg = argv[i + 1];
     else if (k == "--threads") threads = std::atoi(argv[i + 1]);
     else if (k == "--tokens") tokens = uint32_t(std::atoi(argv[i + 1]));
+    else if (k == "--two-level") g_two_level = std::atoi(argv[i + 1]) != 0;
   }
   std::mt19937 rng(1);
   const uint32_t L = 27, d = 512, m = 4;
@@ -95,8 +101,10 @@ int main(int argc, char** argv) {
       code_bytes += mm->code_bytes();
       macs += uint64_t(mm->out()) * mm->in_pad();
     }
-  std::printf("layer set: %zu stages, %.2f MB of codes, %.1f M MACs per token; %d thread(s)\n",
-              stages.size(), code_bytes / 1e6, macs / 1e6, threads);
+  std::printf("layer set: %zu stages, %.2f MB of codes, %.1f M MACs per token; %d thread(s); %s\n",
+              stages.size(), code_bytes / 1e6, macs / 1e6, threads,
+              g_two_level ? "two-level int8, residual 4-bit codebooks" : "plain int8");
+  const ActPrecision precision = g_two_level ? ActPrecision::kInt8x2 : ActPrecision::kInt8;
 
   std::vector<Isa> isas;
   for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
@@ -118,7 +126,7 @@ int main(int argc, char** argv) {
         for (int r = 0; r < reps; ++r)
           for (const Stage& s : stages) {
 #pragma omp single
-            PrepareActivations(isa, x.data(), 1, s.in, s.in, 128, &act);
+            PrepareActivations(isa, x.data(), 1, s.in, s.in, 128, &act, precision);
             for (const CqKernelMatrix* mm : s.mats) {
               RowRange rr = RowSplit(mm->out(), nt, me);
               MatVecRows(isa, *mm, act, 0, rr.begin, rr.end, y.data());
@@ -137,7 +145,7 @@ int main(int argc, char** argv) {
       cact::Stopwatch sw;
       for (int r = 0; r < reps; ++r)
         for (const Stage& s : stages) {
-          PrepareActivations(isa, x.data(), tokens, s.in, s.in, 128, &act);
+          PrepareActivations(isa, x.data(), tokens, s.in, s.in, 128, &act, precision);
 #pragma omp parallel num_threads(threads)
           {
             const int nt = omp_get_num_threads(), me = omp_get_thread_num();
