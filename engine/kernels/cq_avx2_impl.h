@@ -196,9 +196,9 @@ struct Codes256<3> {  // 12 packed bytes -> 32 codes in natural order
 // The byte table: values + 128 (unsigned, for vpdpbusd) or the signed values (sign trick).
 template <bool kVnni>
 inline __m256i Lut(const int8_t* values) {
-  alignas(16) int8_t lut[16];
-  for (int k = 0; k < 16; ++k) lut[k] = kVnni ? int8_t(uint8_t(int(values[k]) + 128)) : values[k];
-  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(lut)));
+  __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(values));
+  if (kVnni) v = _mm_xor_si128(v, _mm_set1_epi8(char(0x80)));  // + 128 mod 256
+  return _mm256_broadcastsi128_si256(v);
 }
 
 // acc += dot of 4-byte runs of w (codebook bytes) and x (int8 activations).
