@@ -51,6 +51,26 @@ class FastMatrix {
     }
     dense_ = v.Dequantize();
   }
+  // Rows [begin, end) of several CQ matrices as one (kernels::CqKernelMatrix::Stack);
+  // nullopt when a part is dense or the parts differ in shape or codebook.
+  struct Slice {
+    const FastMatrix* matrix;
+    uint32_t begin, end;
+  };
+  static std::optional<FastMatrix> Stack(std::initializer_list<Slice> slices) {
+    std::vector<kn::CqKernelMatrix::RowSlice> parts;
+    for (const Slice& s : slices) {
+      if (!s.matrix->cq_) return std::nullopt;
+      parts.push_back({&*s.matrix->cq_, s.begin, s.end});
+    }
+    auto m = kn::CqKernelMatrix::Stack(parts);
+    if (!m.ok()) return std::nullopt;
+    FastMatrix out;
+    out.rows_ = m->out();
+    out.cols_ = m->in();
+    out.cq_.emplace(std::move(m).value());
+    return out;
+  }
   uint32_t rows() const { return rows_; }
   uint32_t cols() const { return cols_; }
   // The activation group this matrix consumes (0: dense, reads the raw input).
@@ -232,6 +252,18 @@ class FastForward final : public Forward {
     phi_pre_ = FastMatrix(model.mhc().phi_pre, lo);
     phi_post_ = FastMatrix(model.mhc().phi_post, lo);
     phi_res_ = FastMatrix(model.mhc().phi_res, lo);
+    // Each layer's pre, post and res rows as one product when the records allow it.
+    const uint32_t m = g_.mhc_lanes;
+    for (uint32_t l = 0; l < g_.num_layers; ++l) {
+      auto stack = FastMatrix::Stack({{&phi_pre_, l * m, l * m + m},
+                                      {&phi_post_, l * m, l * m + m},
+                                      {&phi_res_, l * m * m, (l + 1) * m * m}});
+      if (!stack) {
+        mhc_stack_.clear();
+        break;
+      }
+      mhc_stack_.push_back(std::move(*stack));
+    }
     for (const EngramSiteWeights& es : model.engram_sites())
       engram_.push_back({FastMatrix(es.key_proj, lo), FastMatrix(es.value_proj, lo)});
 
@@ -242,6 +274,7 @@ class FastForward final : public Forward {
       for (SharedInput* s : {&in.mhc, &in.attn, &in.out, &in.engram, &in.logits})
         s->SetPrecision(precision);
       for (const FastMatrix* mm : {&phi_pre_, &phi_post_, &phi_res_}) in.mhc.AddConsumer(*mm);
+      for (const FastMatrix& mm : mhc_stack_) in.mhc.AddConsumer(mm);
       for (const FastLayer& fl : layers_) {
         for (const FastMatrix* mm : {&fl.q, &fl.k, &fl.v, &fl.gate}) in.attn.AddConsumer(*mm);
         in.out.AddConsumer(fl.out);
@@ -259,9 +292,13 @@ class FastForward final : public Forward {
     const uint32_t C = kFastPrefillChunk, A = g_.attn_dim();
     chunk_ = Buffers(C);
     for (int i = 0; i < threads_; ++i) private_.push_back(Buffers(1));
-    pre_.resize(size_t(C) * phi_pre_.rows());
-    post_.resize(size_t(C) * phi_post_.rows());
-    res_.resize(size_t(C) * phi_res_.rows());
+    if (mhc_stack_.empty()) {
+      pre_.resize(size_t(C) * phi_pre_.rows());
+      post_.resize(size_t(C) * phi_post_.rows());
+      res_.resize(size_t(C) * phi_res_.rows());
+    } else {
+      mhc_out_.resize(size_t(C) * MhcRows());
+    }
     o_.resize(size_t(C) * A);
     out_.resize(size_t(C) * d);
     eng_rows_.resize(size_t(C) * g_.num_engram_tables * g_.engram_sub_dim);
@@ -365,9 +402,15 @@ class FastForward final : public Forward {
     v.gate = &b.gate[t * A];
     v.o = &o_[t * A];
     v.out = &out_[t * d];
-    v.pre = &pre_[t * phi_pre_.rows() + l * m];
-    v.post = &post_[t * phi_post_.rows() + l * m];
-    v.res = &res_[t * phi_res_.rows() + l * m * m];
+    if (!mhc_stack_.empty()) {  // this layer's rows [pre | post | res]
+      v.pre = &mhc_out_[t * MhcRows()];
+      v.post = v.pre + m;
+      v.res = v.post + m;
+    } else {
+      v.pre = &pre_[t * phi_pre_.rows() + l * m];
+      v.post = &post_[t * phi_post_.rows() + l * m];
+      v.res = &res_[t * phi_res_.rows() + l * m * m];
+    }
     return v;
   }
 
@@ -423,14 +466,10 @@ class FastForward final : public Forward {
     const uint32_t h0 = KVH * me / nt, h1 = KVH * (me + 1) / nt;
     for (uint32_t l = 0; l < g_.num_layers; ++l) {
       const FastLayer& fl = layers_[l];
-      const uint32_t m = g_.mhc_lanes;
       TokenView tv = View(b, 0, l);
       ops::RmsUnit(tv.X, md, tv.nx);
       in.mhc.Prepare(tv.nx, 1, md, md);
-      // Three small products (m, m and m*m rows): one per thread, round robin.
-      if (me == 0 % nt) in.mhc.Apply(phi_pre_, 1, l * m, l * m + m, pre_.data(), phi_pre_.rows());
-      if (me == 1 % nt) in.mhc.Apply(phi_post_, 1, l * m, l * m + m, post_.data(), phi_post_.rows());
-      if (me == 2 % nt) in.mhc.Apply(phi_res_, 1, l * m * m, (l + 1) * m * m, res_.data(), phi_res_.rows());
+      MhcProducts(in.mhc, l, 1, me, nt);
       team_.Barrier();
       const int site = m_.layer(l).engram_site;
       MixIn(l, tv, site >= 0 ? &eng_k_[site][0] : nullptr, site >= 0 ? ev[site] : nullptr);
@@ -467,7 +506,7 @@ class FastForward final : public Forward {
     Buffers& b = chunk_;
     Inputs& in = inputs_[0];
     const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim();
-    const uint32_t KVH = g_.num_kv_heads, m = g_.mhc_lanes;
+    const uint32_t KVH = g_.num_kv_heads;
     for (uint32_t t = me; t < n; t += nt) {
       EmbedToken(p0 + t, &b.X[size_t(t) * md]);
       ops::RmsUnit(&b.X[size_t(t) * md], md, &b.nx[size_t(t) * md]);
@@ -489,9 +528,7 @@ class FastForward final : public Forward {
     team_.Barrier();
     for (uint32_t l = 0; l < g_.num_layers; ++l) {
       const FastLayer& fl = layers_[l];
-      Products(in.mhc, phi_pre_, l * m, l * m + m, n, pre_.data(), me, nt);
-      Products(in.mhc, phi_post_, l * m, l * m + m, n, post_.data(), me, nt);
-      Products(in.mhc, phi_res_, l * m * m, (l + 1) * m * m, n, res_.data(), me, nt);
+      MhcProducts(in.mhc, l, n, me, nt);
       team_.Barrier();
       const int site = m_.layer(l).engram_site;
       for (uint32_t t = me; t < n; t += nt) {
@@ -545,6 +582,25 @@ class FastForward final : public Forward {
                 uint32_t n, float* y, uint32_t me, uint32_t nt) {
     kn::RowRange r = SplitRange(rb, re, nt, me);
     in.Apply(mat, n, r.begin, r.end, y, mat.rows());
+  }
+
+  // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n: the stacked
+  // product split over the team by 16-row blocks, else three products (a single token:
+  // one per thread, round robin, since each is under one block).
+  uint32_t MhcRows() const { return g_.mhc_lanes * (g_.mhc_lanes + 2); }
+  void MhcProducts(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
+    const uint32_t m = g_.mhc_lanes;
+    if (!mhc_stack_.empty())
+      return Products(in, mhc_stack_[l], 0, MhcRows(), n, mhc_out_.data(), me, nt);
+    if (n > 1) {
+      Products(in, phi_pre_, l * m, l * m + m, n, pre_.data(), me, nt);
+      Products(in, phi_post_, l * m, l * m + m, n, post_.data(), me, nt);
+      Products(in, phi_res_, l * m * m, (l + 1) * m * m, n, res_.data(), me, nt);
+      return;
+    }
+    if (me == 0 % nt) in.Apply(phi_pre_, 1, l * m, l * m + m, pre_.data(), phi_pre_.rows());
+    if (me == 1 % nt) in.Apply(phi_post_, 1, l * m, l * m + m, post_.data(), phi_post_.rows());
+    if (me == 2 % nt) in.Apply(phi_res_, 1, l * m * m, (l + 1) * m * m, res_.data(), phi_res_.rows());
   }
 
   uint32_t EngramIn() const { return g_.num_engram_tables * g_.engram_sub_dim; }
@@ -730,6 +786,7 @@ class FastForward final : public Forward {
   int threads_ = 1;
   kn::Team team_;
   FastMatrix embedding_, phi_pre_, phi_post_, phi_res_;
+  std::vector<FastMatrix> mhc_stack_;  // per layer [pre | post | res] rows; empty: separate
   std::vector<FastLayer> layers_;
   std::vector<FastEngramSite> engram_;
   std::vector<Inputs> inputs_;
@@ -747,7 +804,7 @@ class FastForward final : public Forward {
   // and the shared outputs of split work ([chunk][...]).
   Buffers chunk_;
   std::vector<Buffers> private_;
-  std::vector<float> pre_, post_, res_, o_, out_;
+  std::vector<float> pre_, post_, res_, mhc_out_, o_, out_;
   std::vector<float> eng_rows_, rope_, attn_scratch_;
   std::vector<std::vector<float>> eng_k_, eng_v_, eng_vraw_;
 };

@@ -257,7 +257,7 @@ void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, u
   const __m256i lut = Lut<kVnni>(m.codebook().value);
   const __m256i lut_lo = Lut<kVnni>(m.codebook().lo);
   const uint8_t* rows[8];
-  for (uint32_t i = 0; i < 8; ++i) rows[i] = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+  for (uint32_t i = 0; i < 8; ++i) rows[i] = m.row_codes(std::min(r0 + i, m.out() - 1));
 
   auto accumulate = [&](uint32_t c, __m256i* acc) __attribute__((always_inline)) {
     __m256i a1[C::kSub], a2[C::kSub];
@@ -443,7 +443,7 @@ void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_be
       const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
       __m256i w[C::kSub][8], wl[kLo ? C::kSub : 1][8];
       for (uint32_t i = 0; i < 8; ++i) {
-        const uint8_t* row = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+        const uint8_t* row = m.row_codes(std::min(r0 + i, m.out() - 1));
         __m256i idx[C::kSub];
         C::Indices(C::Load(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
         for (uint32_t s = 0; s < C::kSub; ++s) {

@@ -356,7 +356,7 @@ void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, ui
   const __m512i lut = OffsetLut(m.codebook().value, m.code_bits());
   const __m512i lut_lo = OffsetLut(m.codebook().lo, m.code_bits());
   const uint8_t* rows[16];
-  for (uint32_t i = 0; i < 16; ++i) rows[i] = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+  for (uint32_t i = 0; i < 16; ++i) rows[i] = m.row_codes(std::min(r0 + i, m.out() - 1));
 
   auto accumulate = [&](uint32_t c, __m512i* acc) __attribute__((always_inline)) {
     __m512i a1[C::kSub], a2[C::kSub];
@@ -547,7 +547,7 @@ void MatMatT(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_beg
       const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
       __m512i w[C::kSub][16], wl[kLo ? C::kSub : 1][16];
       for (uint32_t i = 0; i < 16; ++i) {
-        const uint8_t* row = m.codes() + std::min(r0 + i, m.out() - 1) * rb;
+        const uint8_t* row = m.row_codes(std::min(r0 + i, m.out() - 1));
         __m512i idx[C::kSub];
         C::Indices(LoadChunk(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
         for (uint32_t s = 0; s < C::kSub; ++s) {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "absl/strings/str_format.h"
@@ -173,12 +174,56 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
   m.codes_ = blob.data();
   m.norms_ = blob.data() + m.row_bytes_ * out;
   m.codebook_ = codebook;
-  uint32_t blocks = (out + 15) / 16;
-  m.norm_panel_.assign(size_t(blocks) * m.groups_ * 16, 0);
-  for (uint32_t r = 0; r < out; ++r)
-    for (uint32_t g = 0; g < m.groups_; ++g)
-      m.norm_panel_[(size_t(r / 16) * m.groups_ + g) * 16 + r % 16] =
-          LoadHalfBits(m.norms_ + (size_t(r) * m.groups_ + g) * 2);
+  m.BuildNormPanel();
+  return m;
+}
+
+void CqKernelMatrix::BuildNormPanel() {
+  const uint32_t blocks = (out_ + 15) / 16;
+  norm_panel_.assign(size_t(blocks) * groups_ * 16, 0);
+  for (uint32_t r = 0; r < out_; ++r)
+    for (uint32_t g = 0; g < groups_; ++g)
+      norm_panel_[(size_t(r / 16) * groups_ + g) * 16 + r % 16] =
+          LoadHalfBits(row_norms(r) + size_t(g) * 2);
+}
+
+namespace {
+bool SameCodebook(const Int8Codebook& a, const Int8Codebook& b) {
+  return a.bits == b.bits && a.has_lo == b.has_lo && a.scale == b.scale &&
+         std::memcmp(a.value, b.value, sizeof a.value) == 0 &&
+         std::memcmp(a.lo, b.lo, sizeof a.lo) == 0;
+}
+}  // namespace
+
+absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Stack(std::span<const RowSlice> slices) {
+  if (slices.empty()) return absl::InvalidArgumentError("stack of no CQ matrices");
+  const CqKernelMatrix& first = *slices[0].matrix;
+  CqKernelMatrix m;
+  m.in_ = first.in_;
+  m.in_pad_ = first.in_pad_;
+  m.group_ = first.group_;
+  m.groups_ = first.groups_;
+  m.bits_ = first.bits_;
+  m.row_bytes_ = first.row_bytes_;
+  m.codebook_ = first.codebook_;
+  for (const RowSlice& s : slices) {
+    const CqKernelMatrix& p = *s.matrix;
+    if (p.in_ != m.in_ || p.group_ != m.group_ || p.bits_ != m.bits_ ||
+        !SameCodebook(p.codebook_, m.codebook_))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cannot stack CQ matrices of different shapes: in %u group %u bits %u vs in %u group "
+          "%u bits %u (or different codebooks)", p.in_, p.group_, p.bits_, m.in_, m.group_, m.bits_));
+    if (s.begin > s.end || s.end > p.out_)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("stack slice rows [%u, %u) outside a %u-row matrix", s.begin, s.end, p.out_));
+    for (uint32_t r = s.begin; r < s.end; ++r) {
+      m.row_codes_.push_back(p.row_codes(r));
+      m.row_norms_.push_back(p.row_norms(r));
+    }
+  }
+  m.out_ = uint32_t(m.row_codes_.size());
+  if (m.out_ == 0) return absl::InvalidArgumentError("stack of no CQ rows");
+  m.BuildNormPanel();
   return m;
 }
 
@@ -348,7 +393,7 @@ const uint16_t* BlockNorms(const CqKernelMatrix& m, uint32_t r0, uint32_t lanes,
     return m.norm_panel() + size_t(r0 / 16) * G * 16 + r0 % 16;
   for (uint32_t g = 0; g < G; ++g)
     for (uint32_t i = 0; i < lanes; ++i)
-      tmp[g * 16 + i] = r0 + i < m.out() ? LoadHalfBits(m.norms() + (size_t(r0 + i) * G + g) * 2) : 0;
+      tmp[g * 16 + i] = r0 + i < m.out() ? LoadHalfBits(m.row_norms(r0 + i) + size_t(g) * 2) : 0;
   return tmp;
 }
 

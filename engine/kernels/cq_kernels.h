@@ -70,6 +70,18 @@ class CqKernelMatrix {
                                                uint32_t in, uint32_t group, uint32_t bits,
                                                const Int8Codebook& codebook);
 
+  // Rows [begin, end) of a matrix.
+  struct RowSlice {
+    const CqKernelMatrix* matrix;
+    uint32_t begin, end;
+  };
+  // A matrix whose rows are the slices' rows in order, read in place (the parts' blobs must
+  // outlive it). The parts must agree on in, group, bits and int8 codebook. The kernels give
+  // each row exactly the part's result. Why: the kernels work on 16-row blocks, so a layer's
+  // three small mHC projections (4, 4 and 16 rows) cost three blocks as separate products
+  // and two blocks as one 24-row stack, which two threads also split evenly.
+  static absl::StatusOr<CqKernelMatrix> Stack(std::span<const RowSlice> slices);
+
   uint32_t out() const { return out_; }
   uint32_t in() const { return in_; }
   uint32_t in_pad() const { return in_pad_; }
@@ -78,8 +90,13 @@ class CqKernelMatrix {
   uint32_t bits() const { return bits_; }
   uint32_t code_bits() const { return bits_ == 5 ? 2 : bits_; }
   uint64_t row_bytes() const { return row_bytes_; }
-  const uint8_t* codes() const { return codes_; }
-  const uint8_t* norms() const { return norms_; }  // blob order: [out][groups] FP16 LE
+  // Row r's packed codes (row_bytes) and its FP16 LE norms (groups).
+  const uint8_t* row_codes(uint32_t r) const {
+    return row_codes_.empty() ? codes_ + r * row_bytes_ : row_codes_[r];
+  }
+  const uint8_t* row_norms(uint32_t r) const {
+    return row_norms_.empty() ? norms_ + size_t(r) * groups_ * 2 : row_norms_[r];
+  }
   const uint16_t* norm_panel() const { return norm_panel_.data(); }
   const Int8Codebook& codebook() const { return codebook_; }
   uint64_t code_bytes() const { return row_bytes_ * out_; }
@@ -87,10 +104,13 @@ class CqKernelMatrix {
  private:
   uint32_t out_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0, bits_ = 0;
   uint64_t row_bytes_ = 0;
-  const uint8_t* codes_ = nullptr;
+  const uint8_t* codes_ = nullptr;  // contiguous rows (Create), else the row tables (Stack)
   const uint8_t* norms_ = nullptr;
+  std::vector<const uint8_t*> row_codes_, row_norms_;
   std::vector<uint16_t> norm_panel_;
   Int8Codebook codebook_;
+
+  void BuildNormPanel();
 };
 
 // ---------------------------------------------------------------- activations

@@ -95,7 +95,7 @@ int32_t CombinedDot(const ActivationBatch& a, uint32_t t, uint32_t M, const int8
 
 // Codebook values (and residuals) of one row.
 void RowValues(const CqKernelMatrix& m, uint32_t r, int8_t* w, int8_t* wl) {
-  const uint8_t* row = m.codes() + r * m.row_bytes();
+  const uint8_t* row = m.row_codes(r);
   const Int8Codebook& cb = m.codebook();
   for (uint32_t k = 0; k < m.in_pad(); ++k) {
     uint32_t c = CodeAt(row, k, m.code_bits());
@@ -107,7 +107,7 @@ void RowValues(const CqKernelMatrix& m, uint32_t r, int8_t* w, int8_t* wl) {
 float Accumulate(const CqKernelMatrix& m, uint32_t r, const int32_t* dots, const float* gs) {
   float acc = 0.f;
   for (uint32_t g = 0; g < m.groups(); ++g) {
-    float s = HalfBitsToFloat(LoadHalfBits(m.norms() + (size_t(r) * m.groups() + g) * 2)) * gs[g];
+    float s = HalfBitsToFloat(LoadHalfBits(m.row_norms(r) + size_t(g) * 2)) * gs[g];
     acc = std::fma(s, float(dots[g]), acc);
   }
   return acc;
