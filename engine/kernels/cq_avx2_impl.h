@@ -445,7 +445,9 @@ void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_be
       for (uint32_t i = 0; i < 8; ++i) {
         const uint8_t* row = m.row_codes(std::min(r0 + i, m.out() - 1));
         __m256i idx[C::kSub];
-        C::Indices(C::Load(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
+        const uint8_t* src = row + uint64_t(c) * C::kChunkBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * rb), _MM_HINT_T0);
+        C::Indices(C::Load(src, bytes), idx);
         for (uint32_t s = 0; s < C::kSub; ++s) {
           w[s][i] = _mm256_shuffle_epi8(lut, idx[s]);
           if (kLo) wl[s][i] = _mm256_shuffle_epi8(lut_lo, idx[s]);

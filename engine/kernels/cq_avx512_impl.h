@@ -549,7 +549,9 @@ void MatMatT(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_beg
       for (uint32_t i = 0; i < 16; ++i) {
         const uint8_t* row = m.row_codes(std::min(r0 + i, m.out() - 1));
         __m512i idx[C::kSub];
-        C::Indices(LoadChunk(row + uint64_t(c) * C::kChunkBytes, bytes), idx);
+        const uint8_t* src = row + uint64_t(c) * C::kChunkBytes;
+        _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * rb), _MM_HINT_T0);
+        C::Indices(LoadChunk(src, bytes), idx);
         for (uint32_t s = 0; s < C::kSub; ++s) {
           w[s][i] = Lookup(lut, idx[s]);
           if (kLo) wl[s][i] = Lookup(lut_lo, idx[s]);
