@@ -13,7 +13,7 @@ MODE="${1:-run}"
 BUILD="${CACT_BUILD_DIR:-build}"
 JOBS="$(nproc)"
 PACKAGES=(build-essential cmake pkg-config libtorch-dev libabsl-dev libcli11-dev nlohmann-json3-dev
-          libzstd-dev zstd libgtest-dev libssl-dev python3-torch python3-numpy python3-sentencepiece)
+          libzstd-dev zstd libgtest-dev python3-torch python3-numpy python3-sentencepiece)
 
 install_packages() {
   local missing=()

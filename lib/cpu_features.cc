@@ -25,6 +25,7 @@ static CpuFeatures Detect() {
   bool osxsave = c & (1u << 27);
   bool avx = c & (1u << 28);
   f.fma = c & (1u << 12);
+  const bool ssse3 = c & (1u << 9), sse41 = c & (1u << 19);
   f.f16c = c & (1u << 29);
   uint64_t xcr0 = osxsave ? Xgetbv0() : 0;
   bool ymm_os = (xcr0 & 6) == 6;
@@ -35,6 +36,7 @@ static CpuFeatures Detect() {
     f.avx512bw = zmm_os && (b & (1u << 30));
     f.avx512vl = zmm_os && (b & (1u << 31));
     f.avx512_vnni = zmm_os && (c & (1u << 11));
+    f.sha_ni = ssse3 && sse41 && (b & (1u << 29));
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = ymm_os && (a & (1u << 4));
   f.fma = f.fma && ymm_os;

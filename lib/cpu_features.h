@@ -8,6 +8,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512_vnni = false;
   bool avx_vnni = false;
+  bool sha_ni = false;  // SHA extensions, with the SSSE3 + SSE4.1 the SHA-256 path also uses
   std::string brand;
 };
 

@@ -1,5 +1,6 @@
 // lib/: npy round trip (and numpy as the oracle for reading), atomic writes leave no
-// temporary file behind, zstd round trip and bounds, SHA-256 known vectors.
+// temporary file behind, zstd round trip and bounds (SHA-256:
+// sha256_test.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +9,6 @@
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
 #include "lib/npy.h"
-#include "lib/sha256.h"
 #include "support/test_support.h"
 
 namespace cact {
@@ -179,18 +179,6 @@ TEST(Zstd, DecompressionBoundAndTruncation) {
   ASSERT_FALSE(truncated.ok());
   EXPECT_NE(truncated.status().message().find("zstd frame at offset"), std::string::npos)
       << truncated.status();
-}
-
-TEST(Sha256, KnownVectors) {
-  EXPECT_EQ(Sha256Hex({}), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  const std::string abc = "abc";
-  EXPECT_EQ(Sha256Hex({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()}),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  const std::string two = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-  EXPECT_EQ(Sha256Hex({reinterpret_cast<const uint8_t*>(two.data()), two.size()}),
-            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  const std::vector<uint8_t> million(1000000, 'a');
-  EXPECT_EQ(Sha256Hex(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 }  // namespace
