@@ -159,7 +159,7 @@ TEST(FastForward, PrefillEqualsTokenByTokenBitForBit) {
     const Model& model = FixtureModel(k);
     ForwardOptions opt;
     opt.attn = {16, 4};
-    // 150 tokens: three prefill chunks (64 + 64 + 22), the ring wraps inside a chunk.
+    // 150 tokens: five prefill chunks (4 x 32 + 22), the ring wraps inside a chunk.
     const std::vector<int32_t> tokens = RandomTokens(150, model.vocab(), 11);
     auto a = MakeFastForward(model, opt);
     std::vector<float> la = FeedAll(*a, tokens);

@@ -1,6 +1,6 @@
 // The fast path against the reference on the synthetic needle2 model (the released
 // geometry: 27 layers, d 512, vocab 8192, group 128, window 256). The sequence runs past a
-// small window (64, 4 pinned) so the cache ring wraps; prefill is chunked (64 tokens);
+// small window (64, 4 pinned) so the cache ring wraps; prefill is chunked (32 tokens);
 // then decode steps, one token per Feed. Same contract as the fixtures: logits relative
 // L2 <= 0.5 %, top-1 agreement >= 99 %. Measured: 0.477 % (27 layers accumulate more
 // than the fixtures' 4-5; plain int8 numerics give 1.33 %, two-level activations without
