@@ -334,9 +334,13 @@ class Bench {
     if (sessions_.empty()) return "";
     const SessionFigures& any = sessions_.begin()->second;
     std::ostringstream s;
+    const std::string session =
+        any.session_tokens == 0
+            ? std::string("session: skipped, --session 0")
+            : absl::StrFormat("session: a fresh cact-run, %u prompt tokens then decoding to %u positions",
+                              any.prompt, any.session_tokens);
     s << absl::StrFormat("\nstart-up and memory (open + validate and fast-path setup: mean ± sd of %u in this "
-                         "process; session: a fresh cact-run, %u prompt tokens then decoding to %u positions):\n\n",
-                         o_.reps, any.prompt, any.session_tokens);
+                         "process; %s):\n\n", o_.reps, session);
     s << "| threads | open + validate ms | fast-path setup ms | session peak RSS MiB | session load ms | session decode t/s |\n";
     s << "|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& [t, f] : sessions_) {

@@ -220,7 +220,7 @@ std::string TimingLine(const RunResult& r) {
   const RunTimings& t = r.timings;
   if (r.validation)
     return absl::StrFormat("cact-run [validate %s vs reference, window %d, sink %d]: load %.1f ms | "
-                           "tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MB",
+                           "tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MiB",
                            r.path_name, r.window, r.sink, t.load_ms, t.tokenize_ms,
                            t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
   std::string s = absl::StrFormat(
@@ -231,7 +231,7 @@ std::string TimingLine(const RunResult& r) {
   if (t.generated_tokens)
     s += absl::StrFormat(" | first token %.1f ms | decode %d steps %.1f tok/s", t.first_token_ms,
                          t.decode_steps, t.decode_tokens_per_s());
-  s += absl::StrFormat(" | peak RSS %.1f MB", double(t.peak_rss_bytes) / (1 << 20));
+  s += absl::StrFormat(" | peak RSS %.1f MiB", double(t.peak_rss_bytes) / (1 << 20));
   return s;
 }
 
