@@ -23,10 +23,10 @@
 
 namespace cact {
 
-// Prefill chunk: the most tokens processed together (matrix-matrix products). 32, not 64:
-// the chunk's buffers are ~2 MB of a session's peak RSS at 64, and prefill is within a few
-// percent (docs/benchmarks.md, "Start-up and memory").
-inline constexpr uint32_t kFastPrefillChunk = 32;
+// Prefill chunk: the most tokens processed together (matrix-matrix products). 16, not 64:
+// the chunk's buffers were ~3.4 MB of a session's peak RSS at 64, and prefill is within a
+// few percent (docs/benchmarks.md, "Start-up and memory").
+inline constexpr uint32_t kFastPrefillChunk = 16;
 
 struct FastForwardOptions {
   bool two_level_activations = true;  // false: plain int8 activations

@@ -65,7 +65,6 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBytes(std::span<const uint8_t> raw, con
 }
 
 absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
-  Tokenizer t;
   const size_t n = blob.pieces.size();
   for (uint32_t id : {blob.pad_id, blob.eos_id, blob.bos_id, blob.unk_id})
     if (id >= n)
@@ -73,9 +72,11 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
           "tokenizer: special id %d outside the %d pieces", id, n));
   if (blob.pieces[blob.unk_id].type != PieceType::kUnknown)
     return absl::InvalidArgumentError("tokenizer: unk_id does not name an unknown piece");
+  Tokenizer t;
+  t.blob_ = std::move(blob);  // first: the tables view these strings
   t.byte_ids_.fill(-1);
   for (size_t i = 0; i < n; ++i) {
-    const TokenizerPiece& p = blob.pieces[i];
+    const TokenizerPiece& p = t.blob_.pieces[i];
     const bool mergeable = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined;
     auto& map = mergeable ? t.mergeable_ : t.reserved_;
     map.emplace(p.surface, int32_t(i));  // the first of duplicate surfaces wins
@@ -85,15 +86,13 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
       t.byte_ids_[b] = int32_t(i);
   }
   std::sort(t.user_defined_.begin(), t.user_defined_.end(),
-            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
-  t.blob_ = std::move(blob);
+            [](std::string_view a, std::string_view b) { return a.size() > b.size(); });
   return t;
 }
 
 int32_t Tokenizer::PieceToId(std::string_view piece) const {
-  const std::string key(piece);
-  if (auto it = reserved_.find(key); it != reserved_.end()) return it->second;
-  if (auto it = mergeable_.find(key); it != mergeable_.end()) return it->second;
+  if (auto it = reserved_.find(piece); it != reserved_.end()) return it->second;
+  if (auto it = mergeable_.find(piece); it != mergeable_.end()) return it->second;
   return -1;
 }
 
@@ -107,7 +106,7 @@ bool Tokenizer::IsControl(int32_t id) const {
 }
 
 size_t Tokenizer::MatchUserDefined(std::string_view s) const {
-  for (const std::string& u : user_defined_)  // longest first
+  for (std::string_view u : user_defined_)  // longest first
     if (s.substr(0, u.size()) == u) return u.size();
   return 0;
 }

@@ -16,8 +16,10 @@ namespace cact {
 struct FileBytes::Mapping {
   void* addr = nullptr;
   size_t len = 0;
+  int fd = -1;  // kept open for ReadOut: the same inode as the mapping
   ~Mapping() {
     if (addr && len) munmap(addr, len);
+    if (fd >= 0) ::close(fd);
   }
 };
 
@@ -79,11 +81,14 @@ absl::StatusOr<FileBytes> FileBytes::Open(const std::string& path, uint64_t max_
     return fb;
   }
   void* addr = mmap(nullptr, len, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (addr == MAP_FAILED) return FileError(path, std::string("mmap failed: ") + std::strerror(errno));
+  if (addr == MAP_FAILED) {
+    ::close(fd);
+    return FileError(path, std::string("mmap failed: ") + std::strerror(errno));
+  }
   fb.mapping_ = std::make_shared<Mapping>();
   fb.mapping_->addr = addr;
   fb.mapping_->len = len;
+  fb.mapping_->fd = fd;
   fb.data_ = static_cast<const uint8_t*>(addr);
   fb.size_ = len;
   if (IsZstd(fb.span())) {
@@ -96,6 +101,24 @@ absl::StatusOr<FileBytes> FileBytes::Open(const std::string& path, uint64_t max_
     fb.decompressed_ = true;
   }
   return fb;
+}
+
+void FileBytes::ReadOut(std::span<const uint8_t> range, uint8_t* out) const {
+  const size_t offset = size_t(range.data() - data_);
+  if (mapping_) {
+    size_t done = 0;
+    while (done < range.size()) {
+      const ssize_t n = pread(mapping_->fd, out + done, range.size() - done, off_t(offset + done));
+      if (n <= 0) break;
+      done += size_t(n);
+    }
+    if (done == range.size()) return;
+  }
+  std::memcpy(out, range.data(), range.size());  // in memory, or pread failed
+}
+
+void FileBytes::DropResidentPages() const {
+  if (mapping_) madvise(mapping_->addr, mapping_->len, MADV_DONTNEED);
 }
 
 FileBytes FileBytes::FromBuffer(std::string name, std::vector<uint8_t> data) {
