@@ -832,13 +832,7 @@ class FastForward final : public Forward {
 
 std::unique_ptr<Forward> MakeFastForward(const Model& model, const ForwardOptions& options,
                                          const FastForwardOptions& fast) {
-  auto forward = std::make_unique<FastForward>(model, options, fast);
-  // Setup has read every record once (norm panels, vector copies, the loader's checks).
-  // From here on the fast path reads only the code pages and the rows it decodes, so the
-  // pages touched only while loading are released (~0.8 MB of a session's peak RSS);
-  // the code pages come back from the page cache on the first token.
-  model.file().bytes().DropResidentPages();
-  return forward;
+  return std::make_unique<FastForward>(model, options, fast);
 }
 
 }  // namespace cact

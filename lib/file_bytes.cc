@@ -117,10 +117,6 @@ void FileBytes::ReadOut(std::span<const uint8_t> range, uint8_t* out) const {
   std::memcpy(out, range.data(), range.size());  // in memory, or pread failed
 }
 
-void FileBytes::DropResidentPages() const {
-  if (mapping_) madvise(mapping_->addr, mapping_->len, MADV_DONTNEED);
-}
-
 FileBytes FileBytes::FromBuffer(std::string name, std::vector<uint8_t> data) {
   FileBytes fb;
   fb.path_ = std::move(name);

@@ -36,10 +36,6 @@ class FileBytes {
   // (pread) instead of the mapping, so sparse random reads (engram table rows) do not keep
   // their pages in the process's resident set; the page cache still serves them.
   void ReadOut(std::span<const uint8_t> range, uint8_t* out) const;
-  // Releases the mapping's resident pages (madvise MADV_DONTNEED; read-only file pages come
-  // back from the page cache on the next access). For pages read only while loading.
-  // No-op for in-memory bytes.
-  void DropResidentPages() const;
 
  private:
   struct Mapping;  // munmaps on destruction

@@ -1,8 +1,6 @@
-// FileBytes::ReadOut and DropResidentPages: the bytes read out equal the mapped bytes for
-// mapped, decompressed and in-memory inputs; dropping the resident pages keeps every byte
-// readable and unchanged; and the process's resident set of the mapping (read from
-// /proc/self/smaps, the kernel's own accounting) goes to zero after the drop and stays
-// there while ReadOut reads the file.
+// FileBytes::ReadOut: the bytes read out equal the mapped bytes for mapped, decompressed and
+// in-memory inputs, and reading a mapped file through it leaves the mapping out of the
+// process's resident set (Rss from /proc/self/smaps, the kernel's own accounting).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -75,29 +73,23 @@ TEST(FileBytes, ReadOutEqualsTheBytesForEveryKindOfInput) {
   ExpectReadOutMatches(FileBytes::FromBuffer("memory", data), data);
 }
 
-TEST(FileBytes, DroppedPagesLeaveTheResidentSetAndComeBackUnchanged) {
+TEST(FileBytes, ReadOutLeavesTheMappingOutOfTheResidentSet) {
   TempDir dir;
   const std::vector<uint8_t> data = RandomBytes(1 << 20, 2);
   WriteAll(dir / "plain.bin", data);
   auto fb = FileBytes::Open(dir / "plain.bin");
   ASSERT_TRUE(fb.ok()) << fb.status();
-  // Touch every page: the whole mapping becomes resident.
-  uint64_t sum = 0;
-  for (size_t i = 0; i < fb->size(); i += 4096) sum += fb->data()[i];
-  EXPECT_GE(ResidentKb(fb->data()), 1000) << sum;
-  fb->DropResidentPages();
-  EXPECT_EQ(ResidentKb(fb->data()), 0);
-  // ReadOut reads the file, not the mapping: still nothing resident.
+  // mmap does not populate; Open read the first bytes (the zstd magic): one page.
+  const long before = ResidentKb(fb->data());
+  ASSERT_LE(before, 4);
+  // ReadOut reads the file, not the mapping: nothing more becomes resident.
   std::vector<uint8_t> all(data.size());
   fb->ReadOut(fb->span(), all.data());
   EXPECT_TRUE(all == data);
-  EXPECT_EQ(ResidentKb(fb->data()), 0);
-  // The mapping itself still reads the same bytes.
+  EXPECT_EQ(ResidentKb(fb->data()), before);
+  // The measurement can see residency: reading through the mapping makes it resident.
   EXPECT_EQ(0, std::memcmp(fb->data(), data.data(), data.size()));
-  // In-memory bytes are never dropped (that would zero them).
-  FileBytes mem = FileBytes::FromBuffer("memory", data);
-  mem.DropResidentPages();
-  EXPECT_EQ(0, std::memcmp(mem.data(), data.data(), data.size()));
+  EXPECT_GE(ResidentKb(fb->data()), 1000);
 }
 
 }  // namespace
