@@ -19,9 +19,9 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "formats/tokenizer_blob.h"
 
@@ -69,11 +69,12 @@ class Tokenizer {
   std::vector<std::string_view> Segment(std::string_view normalized) const;
   void EmitPiece(std::string_view piece, std::vector<int32_t>* ids) const;
 
-  // The tables below view blob_'s piece strings (no second copy of 8,192 strings: ~0.3 MB
-  // of a session's RSS). Moving the tokenizer moves the pieces' buffer, not the strings.
+  // The tables below view blob_'s piece strings (no second copy of 8,192 strings), in flat
+  // hash maps (no node per piece): ~0.5 MB less of a session's RSS than node maps of
+  // strings. Moving the tokenizer moves the pieces' buffer, not the strings.
   TokenizerBlob blob_;
-  std::unordered_map<std::string_view, int32_t> mergeable_;  // normal + user-defined pieces
-  std::unordered_map<std::string_view, int32_t> reserved_;   // control, unknown, byte pieces
+  absl::flat_hash_map<std::string_view, int32_t> mergeable_;  // normal + user-defined pieces
+  absl::flat_hash_map<std::string_view, int32_t> reserved_;   // control, unknown, byte pieces
   std::vector<std::string_view> user_defined_;               // sorted longest first
   std::array<int32_t, 256> byte_ids_;                   // -1 when the byte piece is missing
 };
