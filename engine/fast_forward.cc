@@ -316,7 +316,7 @@ class FastForward final : public Forward {
       post_.resize(size_t(C) * phi_post_.rows());
       res_.resize(size_t(C) * phi_res_.rows());
     } else {
-      mhc_out_.resize(size_t(C) * MhcRows());
+      mhc_out_.resize(size_t(C) * g_.num_layers * MhcRows());
     }
     o_.resize(size_t(C) * A);
     out_.resize(size_t(C) * d);
@@ -422,7 +422,7 @@ class FastForward final : public Forward {
     v.o = &o_[t * A];
     v.out = &out_[t * d];
     if (!mhc_stack_.empty()) {  // this layer's rows [pre | post | res]
-      v.pre = &mhc_out_[t * MhcRows()];
+      v.pre = &mhc_out_[(t * g_.num_layers + l) * MhcRows()];
       v.post = v.pre + m;
       v.res = v.post + m;
     } else {
@@ -605,12 +605,18 @@ class FastForward final : public Forward {
 
   // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n: the stacked
   // product split over the team by 16-row blocks, else three products (a single token:
-  // one per thread, round robin, since each is under one block).
+  // one per thread, round robin, since each is under one block). Each layer writes its own
+  // slots (mhc_out_ [token][layer][rows], like pre_/post_/res_): decode has no barrier
+  // between a layer's last reads (PostMix) and the next layer's products.
   uint32_t MhcRows() const { return g_.mhc_lanes * (g_.mhc_lanes + 2); }
   void MhcProducts(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
     const uint32_t m = g_.mhc_lanes;
-    if (!mhc_stack_.empty())
-      return Products(in, mhc_stack_[l], 0, MhcRows(), n, mhc_out_.data(), me, nt);
+    if (!mhc_stack_.empty()) {
+      const kn::RowRange r = SplitRange(0, MhcRows(), nt, me);
+      in.Apply(mhc_stack_[l], n, r.begin, r.end, mhc_out_.data() + size_t(l) * MhcRows(),
+               size_t(g_.num_layers) * MhcRows());
+      return;
+    }
     if (n > 1) {
       Products(in, phi_pre_, l * m, l * m + m, n, pre_.data(), me, nt);
       Products(in, phi_post_, l * m, l * m + m, n, post_.data(), me, nt);

@@ -39,7 +39,22 @@ void AwaitChange(const std::atomic<uint32_t>& word, uint32_t seen) {
   while (word.load(std::memory_order_acquire) == seen) word.wait(seen, std::memory_order_acquire);
 }
 
+std::atomic<uint32_t> g_lag_member{0};
+std::atomic<int64_t> g_lag_us{0};
+thread_local uint32_t t_member = 0;  // this thread's member index in its team
+
+void MaybeLag() {
+  const int64_t lag = g_lag_us.load(std::memory_order_relaxed);
+  if (lag > 0 && t_member != 0 && t_member == g_lag_member.load(std::memory_order_relaxed))
+    std::this_thread::sleep_for(std::chrono::microseconds(lag));
+}
+
 }  // namespace
+
+void Team::SetLagForTesting(uint32_t member, std::chrono::microseconds lag) {
+  g_lag_member.store(member, std::memory_order_relaxed);
+  g_lag_us.store(lag.count(), std::memory_order_relaxed);
+}
 
 void TeamBarrier::Wait() {
   if (threads_ <= 1) return;
@@ -66,7 +81,11 @@ Team::~Team() {
 
 void Team::Barrier() {
   if (solo_) return;
-  if (std::this_thread::get_id() != caller_) return barrier_.Wait();
+  if (std::this_thread::get_id() != caller_) {
+    barrier_.Wait();
+    MaybeLag();
+    return;
+  }
   const double t0 = Seconds();
   barrier_.Wait();
   waited_s_ += Seconds() - t0;
@@ -93,8 +112,9 @@ void Team::Run(const std::function<void(uint32_t, uint32_t)>& fn) {
   job_generation_.notify_all();
   fn(0, size_);
   Barrier();  // every member finished
-  // Mostly waiting for partners: the machine is oversubscribed (see team.h).
-  if (waited_s_ <= 0.5 * (Seconds() - t0)) {
+  // Mostly waiting for partners: the machine is oversubscribed (see team.h). (Not while
+  // the test lag is on: then the waiting is the point.)
+  if (waited_s_ <= 0.5 * (Seconds() - t0) || g_lag_us.load(std::memory_order_relaxed) > 0) {
     busy_streak_ = 0;
     solo_len_ = kSoloRuns;
   } else if (++busy_streak_ >= kBusyRuns) {
@@ -105,6 +125,7 @@ void Team::Run(const std::function<void(uint32_t, uint32_t)>& fn) {
 }
 
 void Team::Worker(uint32_t me) {
+  t_member = me;
   uint32_t seen = 0;
   for (;;) {
     AwaitChange(job_generation_, seen);

@@ -17,6 +17,7 @@
 // bit-identical across thread counts).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -50,6 +51,11 @@ class Team {
   uint32_t size() const { return size_; }
   void Run(const std::function<void(uint32_t me, uint32_t nt)>& fn);
   void Barrier();
+  // Test hook, for every team: member `member` (> 0) sleeps `lag` after each of its
+  // barriers, so the others run ahead into the next phase. A data race that the barriers
+  // do not order (a buffer written in one phase while a partner still reads it from the
+  // previous one) then changes the results; tests compare them with one thread. 0: off.
+  static void SetLagForTesting(uint32_t member, std::chrono::microseconds lag);
   // Parallel runs so far that were switched to the caller alone (tests, diagnostics).
   uint64_t solo_runs() const { return solo_total_; }
 

@@ -16,6 +16,7 @@
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/team.h"
 #include "engine_test_util.h"
 
 namespace cact::testing {
@@ -205,6 +206,39 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
     }
   }
   kernels::SetActiveIsa(before);
+}
+
+// Two threads with one partner lagging 300 us after every barrier (kernels::Team's test
+// hook) give one thread's bits, in prefill and decode. The lag lets the other thread run
+// ahead into the next phase, so a buffer that one phase writes while a partner may still
+// read it from the previous phase (ordered by no barrier) changes the logits. (It caught
+// the stacked mHC outputs shared by all layers: decode has no barrier between a layer's
+// PostMix and the next layer's mHC products.)
+TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
+  for (const std::string& k : FixtureCases()) {
+    const Model& model = FixtureModel(k);
+    const std::vector<int32_t> tokens = RandomTokens(40, model.vocab(), 21);
+    auto run = [&](int threads) {
+      ForwardOptions opt;
+      opt.threads = threads;
+      opt.attn = {16, 4};
+      auto f = MakeFastForward(model, opt);
+      std::vector<float> all, step;
+      EXPECT_TRUE(f->Feed(std::span<const int32_t>(tokens.data(), 20), &all, true).ok());
+      for (size_t i = 20; i < tokens.size(); ++i) {
+        EXPECT_TRUE(f->Feed(std::span<const int32_t>(&tokens[i], 1), &step, false).ok());
+        all.insert(all.end(), step.begin(), step.end());
+      }
+      return all;
+    };
+    const std::vector<float> one = run(1);
+    kernels::Team::SetLagForTesting(1, std::chrono::microseconds(300));
+    const std::vector<float> two = run(2);
+    kernels::Team::SetLagForTesting(0, std::chrono::microseconds(0));
+    ASSERT_EQ(one.size(), two.size());
+    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4))
+        << k << ": max diff " << MaxAbsDiff(one, two);
+  }
 }
 
 TEST(FastForward, HiddenStatesTrackTheReference) {
