@@ -9,6 +9,7 @@
 #include "engine/chat_template.h"
 #include "engine/forward_paths.h"
 #include "engine/tokenizer.h"
+#include "lib/cpu_features.h"
 #include "lib/npy.h"
 #include "lib/resources.h"
 
@@ -87,6 +88,13 @@ absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model
                   {model.num_layers(), fwd.position(), model.d_model()});
 }
 
+// Threads for `path` (as --path names it): -t when given, else see RunRequest::threads.
+int ThreadsFor(const RunRequest& req, const std::string& path) {
+  if (req.threads > 0) return req.threads;
+  const bool reference = path == "ref" || path == "reference" || (path == "auto" && !HasFastForward());
+  return reference ? 1 : std::min(AvailableCpus(), kMaxAutoThreads);
+}
+
 }  // namespace
 
 double RunTimings::prefill_tokens_per_s() const {
@@ -141,14 +149,18 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   r.sink = req.sink.value_or(prompt.chat ? prompt.tools_prefix : 0);
   ForwardOptions opt;
   opt.attn = {r.window, r.sink};
-  opt.threads = std::max(1, req.threads);
   opt.keep_hidden = !req.dump_hidden_dir.empty() || req.probes || req.validate;
+  const std::string path = req.validate && req.path == "auto" ? "fast" : req.path;
+  opt.threads = ThreadsFor(req, path);
+  r.threads = opt.threads;
 
   if (req.validate) {
     clock.Reset();
-    auto ref = MakeForwardPath(model, "ref", opt);
+    ForwardOptions ref_opt = opt;
+    ref_opt.threads = ThreadsFor(req, "ref");
+    auto ref = MakeForwardPath(model, "ref", ref_opt);
     if (!ref.ok()) return ref.status();
-    auto cand = MakeForwardPath(model, req.path == "auto" ? "fast" : req.path, opt);
+    auto cand = MakeForwardPath(model, path, opt);
     if (!cand.ok()) return cand.status();
     r.timings.load_ms = r.timings.open_ms + clock.Millis();
     r.path_name = (*cand)->name();
@@ -216,17 +228,19 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   return r;
 }
 
+std::string ThreadsText(int n) { return absl::StrFormat("%d thread%s", n, n == 1 ? "" : "s"); }
+
 std::string TimingLine(const RunResult& r) {
   const RunTimings& t = r.timings;
   if (r.validation)
-    return absl::StrFormat("cact-run [validate %s vs reference, window %d, sink %d]: load %.1f ms | "
-                           "tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MiB",
-                           r.path_name, r.window, r.sink, t.load_ms, t.tokenize_ms,
+    return absl::StrFormat("cact-run [validate %s vs reference, %s, window %d, sink %d]: load %.1f ms "
+                           "| tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MiB",
+                           r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.tokenize_ms,
                            t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
   std::string s = absl::StrFormat(
-      "cact-run [%s, window %d, sink %d]: load %.1f ms (open %.1f) | tokenize %.2f ms | prompt %d tokens | "
-      "prefill %.1f ms (%.1f tok/s)",
-      r.path_name, r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms, t.prompt_tokens, t.prefill_ms,
+      "cact-run [%s, %s, window %d, sink %d]: load %.1f ms (open %.1f) | tokenize %.2f ms | "
+      "prompt %d tokens | prefill %.1f ms (%.1f tok/s)",
+      r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms, t.prompt_tokens, t.prefill_ms,
       t.prefill_tokens_per_s());
   if (t.generated_tokens)
     s += absl::StrFormat(" | first token %.1f ms | decode %d steps %.1f tok/s", t.first_token_ms,
@@ -238,6 +252,7 @@ std::string TimingLine(const RunResult& r) {
 std::string ResultJson(const RunResult& r) {
   nlohmann::ordered_json j;
   j["path"] = r.path_name;
+  j["threads"] = r.threads;
   j["window"] = r.window;
   j["sink"] = r.sink;
   j["prompt_tokens"] = r.timings.prompt_tokens;

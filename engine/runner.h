@@ -16,6 +16,10 @@
 
 namespace cact {
 
+// Decode is bound by memory bandwidth and per-token work repeated on every thread: past a
+// few threads they mostly wait at the barriers.
+inline constexpr int kMaxAutoThreads = 8;
+
 struct RunRequest {
   std::string model_path;
   std::string path = "auto";  // "fast", "ref", "auto"
@@ -29,7 +33,10 @@ struct RunRequest {
   uint32_t max_new_tokens = 0;
   bool ignore_eos = false;  // keep generating past EOS / <|im_end|> (benchmarks, memory checks)
   std::optional<uint32_t> window, sink;  // defaults: header kv_window; tools prefix or 0
-  int threads = 1;
+  // 0: the fast path uses the CPUs this process may run on (at most kMaxAutoThreads), the
+  // FP32 reference one thread (it is the slow oracle; its OpenMP loops degrade badly on a
+  // busy machine).
+  int threads = 0;
   SamplerOptions sampling;
 
   std::string logits_path;  // .npy [T, vocab] of the prompt positions ([1, vocab] if last_only)
@@ -54,6 +61,7 @@ struct RunTimings {
 struct RunResult {
   std::string path_name;
   uint32_t window = 0, sink = 0;
+  int threads = 1;  // of the path that ran (with --validate: of the checked path)
   std::vector<int32_t> prompt_ids, generated_ids;
   std::string text;  // decoded generation (empty without a tokenizer-driven run)
   RunTimings timings;

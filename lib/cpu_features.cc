@@ -1,13 +1,24 @@
 #include "lib/cpu_features.h"
 
+#include <sched.h>
+
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
 namespace cact {
+
+int AvailableCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+  const unsigned n = std::thread::hardware_concurrency();
+  return n > 0 ? int(n) : 1;
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 static uint64_t Xgetbv0() {

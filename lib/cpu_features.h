@@ -12,6 +12,9 @@ struct CpuFeatures {
   std::string brand;
 };
 
+// CPUs this process may run on (its affinity mask; at least 1).
+int AvailableCpus();
+
 const CpuFeatures& GetCpuFeatures();
 
 }  // namespace cact

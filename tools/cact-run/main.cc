@@ -57,7 +57,9 @@ int main(int argc, char** argv) {
   app.add_option("--query", query, "user query for the chat template");
   app.add_option("--system", system, "optional system turn for the chat template");
   auto* n_opt = app.add_option("-n,--max-new-tokens", n, "tokens to generate (validate: decode steps)");
-  app.add_option("-t,--threads", req.threads, "threads")->check(CLI::Range(1, 256));
+  app.add_option("-t,--threads", req.threads,
+                 "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
+      ->check(CLI::Range(1, 256));
   auto* window_opt = app.add_option("--window", window, "attention window W (0 = causal; default: header kv_window)");
   auto* sink_opt = app.add_option("--sink", sink, "pinned first positions (default: tool declarations in chat mode, else 0)");
   app.add_option("--temperature", req.sampling.temperature, "sampling temperature (0 = greedy)");
