@@ -15,7 +15,12 @@
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #define CACT_ALWAYS_INLINE [[gnu::always_inline]] inline
+#if defined(__SANITIZE_THREAD__)
+// ThreadSanitizer: ifunc resolvers run before its runtime is up and crash; one baseline copy.
+#define CACT_CLONES
+#else
 #define CACT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 
 namespace cact::cq_internal {
 namespace {

@@ -45,7 +45,7 @@ thread_local uint32_t t_member = 0;  // this thread's member index in its team
 
 void MaybeLag() {
   const int64_t lag = g_lag_us.load(std::memory_order_relaxed);
-  if (lag > 0 && t_member != 0 && t_member == g_lag_member.load(std::memory_order_relaxed))
+  if (lag > 0 && t_member == g_lag_member.load(std::memory_order_relaxed))
     std::this_thread::sleep_for(std::chrono::microseconds(lag));
 }
 
@@ -89,6 +89,7 @@ void Team::Barrier() {
   const double t0 = Seconds();
   barrier_.Wait();
   waited_s_ += Seconds() - t0;
+  MaybeLag();
 }
 
 void Team::Run(const std::function<void(uint32_t, uint32_t)>& fn) {

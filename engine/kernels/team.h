@@ -51,7 +51,7 @@ class Team {
   uint32_t size() const { return size_; }
   void Run(const std::function<void(uint32_t me, uint32_t nt)>& fn);
   void Barrier();
-  // Test hook, for every team: member `member` (> 0) sleeps `lag` after each of its
+  // Test hook, for every team: member `member` (0 = the caller) sleeps `lag` after each of its
   // barriers, so the others run ahead into the next phase. A data race that the barriers
   // do not order (a buffer written in one phase while a partner still reads it from the
   // previous one) then changes the results; tests compare them with one thread. 0: off.

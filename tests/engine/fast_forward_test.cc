@@ -209,11 +209,12 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
 }
 
 // Two threads with one partner lagging 300 us after every barrier (kernels::Team's test
-// hook) give one thread's bits, in prefill and decode. The lag lets the other thread run
-// ahead into the next phase, so a buffer that one phase writes while a partner may still
-// read it from the previous phase (ordered by no barrier) changes the logits. (It caught
-// the stacked mHC outputs shared by all layers: decode has no barrier between a layer's
-// PostMix and the next layer's mHC products.)
+// hook; each member in turn) give one thread's bits, in prefill and decode. The lag lets
+// the other thread run ahead into the next phase, so a buffer that one phase writes while
+// a partner may still read it from the previous phase (ordered by no barrier) changes the
+// logits. (It caught the stacked mHC outputs shared by all layers: decode has no barrier
+// between a layer's PostMix and the next layer's mHC products. ThreadSanitizer does not:
+// the kernels store through vector intrinsics, which it does not instrument.)
 TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
   for (const std::string& k : FixtureCases()) {
     const Model& model = FixtureModel(k);
@@ -232,12 +233,14 @@ TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
       return all;
     };
     const std::vector<float> one = run(1);
-    kernels::Team::SetLagForTesting(1, std::chrono::microseconds(300));
-    const std::vector<float> two = run(2);
-    kernels::Team::SetLagForTesting(0, std::chrono::microseconds(0));
-    ASSERT_EQ(one.size(), two.size());
-    EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4))
-        << k << ": max diff " << MaxAbsDiff(one, two);
+    for (uint32_t lagging : {1u, 0u}) {
+      kernels::Team::SetLagForTesting(lagging, std::chrono::microseconds(300));
+      const std::vector<float> two = run(2);
+      kernels::Team::SetLagForTesting(0, std::chrono::microseconds(0));
+      ASSERT_EQ(one.size(), two.size());
+      EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4))
+          << k << ", member " << lagging << " lagging: max diff " << MaxAbsDiff(one, two);
+    }
   }
 }
 
