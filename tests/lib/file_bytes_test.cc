@@ -79,9 +79,11 @@ TEST(FileBytes, ReadOutLeavesTheMappingOutOfTheResidentSet) {
   WriteAll(dir / "plain.bin", data);
   auto fb = FileBytes::Open(dir / "plain.bin");
   ASSERT_TRUE(fb.ok()) << fb.status();
-  // mmap does not populate; Open read the first bytes (the zstd magic): one page.
+  // mmap does not populate; Open read the first bytes (the zstd magic): that fault maps
+  // the first page, or up to 64 kB when the kernel maps cached neighbours with it
+  // (fault-around). Well below the file's 1,024 kB either way.
   const long before = ResidentKb(fb->data());
-  ASSERT_LE(before, 4);
+  ASSERT_LE(before, 256);
   // ReadOut reads the file, not the mapping: nothing more becomes resident.
   std::vector<uint8_t> all(data.size());
   fb->ReadOut(fb->span(), all.data());
