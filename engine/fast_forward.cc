@@ -1,6 +1,6 @@
-// Fast forward path (see fast_forward.h). One chunk of tokens runs inside one OpenMP
-// parallel region: per-token work is shared out by token, matrix products by 16-row
-// blocks, attention by KV head.
+// Fast forward path (see fast_forward.h). One chunk of tokens runs as one job of a
+// persistent thread team (kernels::Team): per-token work is shared out by token (decode:
+// repeated on every thread), matrix products by 16-row blocks, attention by KV head.
 #include "engine/fast_forward.h"
 
 #include <algorithm>
@@ -8,199 +8,24 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/fast_matrix.h"
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops.h"
 #include "engine/kernels/team.h"
 #include "engine/kv_cache.h"
 #include "engine/ops.h"
+#include "engine/row_decode.h"
 #include "quant/fp16.h"
 
 namespace cact {
 namespace {
 
 namespace kn = kernels;
-
-// Rows [begin, end) of a matrix range split into `parts` pieces on 16-row boundaries
-// (relative to the matrix, so the kernels use the aligned norm panels).
-kn::RowRange SplitRange(uint32_t begin, uint32_t end, uint32_t parts, uint32_t part) {
-  const uint32_t first = begin / 16, last = (end + 15) / 16;
-  const uint32_t blocks = last - first;
-  const uint32_t b0 = first + uint32_t(uint64_t(blocks) * part / parts);
-  const uint32_t b1 = first + uint32_t(uint64_t(blocks) * (part + 1) / parts);
-  return {std::clamp(b0 * 16, begin, end), std::clamp(b1 * 16, begin, end)};
-}
-
-// A weight matrix for the fast path: CQ records use the int8 kernels straight from the
-// mapped blob; other dtypes (legal, unused by the exporter) fall back to a dense copy.
-class FastMatrix {
- public:
-  FastMatrix() = default;
-  FastMatrix(const MatrixView& v, const FastForwardOptions& fast) : rows_(v.rows), cols_(v.cols) {
-    if (v.is_cq()) {
-      const bool residual = (fast.codebook_residual && (v.cq.bits == 3 || v.cq.bits == 4)) ||
-                            (fast.codebook_residual_2bit && v.cq.bits == 2);
-      auto cb = kn::MakeInt8Codebook(v.codebook, v.cq.bits, residual);
-      if (cb.ok()) {
-        auto m = kn::CqKernelMatrix::Create(v.blob.first(v.cq.blob_bytes()), v.rows, v.cols,
-                                            v.cq.group, v.cq.bits, *cb);
-        if (m.ok()) {
-          cq_.emplace(std::move(m).value());
-          return;
-        }
-      }
-    }
-    dense_ = v.Dequantize();
-  }
-  // Rows [begin, end) of several CQ matrices as one (kernels::CqKernelMatrix::Stack);
-  // nullopt when a part is dense or the parts differ in shape or codebook.
-  struct Slice {
-    const FastMatrix* matrix;
-    uint32_t begin, end;
-  };
-  static std::optional<FastMatrix> Stack(std::initializer_list<Slice> slices) {
-    std::vector<kn::CqKernelMatrix::RowSlice> parts;
-    for (const Slice& s : slices) {
-      if (!s.matrix->cq_) return std::nullopt;
-      parts.push_back({&*s.matrix->cq_, s.begin, s.end});
-    }
-    auto m = kn::CqKernelMatrix::Stack(parts);
-    if (!m.ok()) return std::nullopt;
-    FastMatrix out;
-    out.rows_ = m->out();
-    out.cols_ = m->in();
-    out.cq_.emplace(std::move(m).value());
-    return out;
-  }
-  uint32_t rows() const { return rows_; }
-  uint32_t cols() const { return cols_; }
-  // The activation group this matrix consumes (0: dense, reads the raw input).
-  uint32_t group() const { return cq_ ? cq_->group() : 0; }
-  // The permuted activation layout its kernel reads (kernels::kLayoutPerm2/4, 0).
-  uint32_t layout() const {
-    if (!cq_) return 0;
-    return cq_->code_bits() == 2 ? kn::kLayoutPerm2 : cq_->code_bits() == 4 ? kn::kLayoutPerm4 : 0;
-  }
-
-  // y[t * y_stride + r] = row r . x_t for tokens t < n and rows [rb, re). CQ matrices read
-  // the prepared batch `act` (its group), dense ones the raw x.
-  void Apply(const float* x, size_t x_stride, const kn::ActivationBatch* act, uint32_t n,
-             uint32_t rb, uint32_t re, float* y, size_t y_stride) const {
-    if (rb >= re) return;
-    if (cq_) {
-      if (n == 1) kn::MatVecRows(*cq_, *act, 0, rb, re, y);
-      else kn::MatMatRows(*cq_, *act, rb, re, y, y_stride);
-      return;
-    }
-    for (uint32_t t = 0; t < n; ++t)
-      for (uint32_t r = rb; r < re; ++r)
-        y[t * y_stride + r] = ops::Dot(&dense_[size_t(r) * cols_], x + t * x_stride, cols_);
-  }
-
- private:
-  uint32_t rows_ = 0, cols_ = 0;
-  std::optional<kn::CqKernelMatrix> cq_;
-  std::vector<float> dense_;
-};
-
-// One input vector (per token) shared by several matrices: prepared once per distinct
-// activation group among its consumers.
-class SharedInput {
- public:
-  void SetPrecision(kn::ActPrecision p) { precision_ = p; }
-  void AddConsumer(const FastMatrix& m) {
-    layouts_ |= m.layout();
-    if (m.group() && std::find(groups_.begin(), groups_.end(), m.group()) == groups_.end()) {
-      groups_.push_back(m.group());
-      batches_.emplace_back();
-    }
-  }
-  // Shapes the batches for n rows of `in` floats at x (stride x_stride); one thread.
-  void Begin(const float* x, uint32_t n, size_t x_stride, uint32_t in) {
-    x_ = x;
-    stride_ = x_stride;
-    for (size_t i = 0; i < groups_.size(); ++i)
-      batches_[i].Reset(n, in, groups_[i], precision_, layouts_);
-  }
-  // Prepares row t (any thread; distinct rows may be prepared concurrently).
-  void PrepareToken(uint32_t t) {
-    for (kn::ActivationBatch& b : batches_) kn::PrepareToken(x_ + t * stride_, &b, t);
-  }
-  void Prepare(const float* x, uint32_t n, size_t x_stride, uint32_t in) {
-    Begin(x, n, x_stride, in);
-    for (uint32_t t = 0; t < n; ++t) PrepareToken(t);
-  }
-  void Apply(const FastMatrix& m, uint32_t n, uint32_t rb, uint32_t re, float* y,
-             size_t y_stride) const {
-    const kn::ActivationBatch* act = nullptr;
-    for (size_t i = 0; i < groups_.size(); ++i)
-      if (groups_[i] == m.group()) act = &batches_[i];
-    m.Apply(x_, stride_, act, n, rb, re, y, y_stride);
-  }
-
- private:
-  std::vector<uint32_t> groups_;
-  std::vector<kn::ActivationBatch> batches_;
-  const float* x_ = nullptr;
-  size_t stride_ = 0;
-  kn::ActPrecision precision_ = kn::ActPrecision::kInt8x2;
-  uint32_t layouts_ = 0;
-};
-
-// One row of a matrix record decoded on demand (embedding and engram table rows): codebook
-// value times the group's norm, rotated back with the SIMD FWHT (kernels/fast_ops.h).
-// `codes` and `norms` hold row `row`'s packed codes and FP16 norms (in the mapping, or a
-// copy). Other dtypes go through MatrixView.
-void DecodeCqRow(const MatrixView& v, uint32_t row, const uint8_t* codes, const uint8_t* norms,
-                 float* out) {
-  const CqShape& s = v.cq;
-  const uint32_t bits = s.code_bits(), n = s.group, G = s.groups();
-  // Ternary crumbs 3, 0, 1 index the 3-entry codebook as 0, 1, 2 (crumb 2 is invalid: 0).
-  static constexpr int kTrit[4] = {1, 2, 1, 0};
-  float cb[16] = {};
-  for (uint32_t k = 0; k < (1u << bits); ++k)
-    cb[k] = s.bits == 5 ? v.codebook[kTrit[k]] * (k == 2 ? 0.f : 1.f) : v.codebook[k];
-  float buf[1024];
-  for (uint32_t g = 0; g < G; ++g) {
-    const float norm = LoadHalf(norms + 2 * g);
-    float* w = n <= 1024 ? buf : nullptr;
-    if (!w) {
-      v.DequantizeRow(row, out);
-      return;
-    }
-    for (uint32_t i = 0; i < n; ++i) {
-      const uint64_t bit = uint64_t(g * n + i) * bits;
-      uint32_t word = codes[bit / 8];
-      if (bit % 8 + bits > 8) word |= uint32_t(codes[bit / 8 + 1]) << 8;
-      w[i] = cb[(word >> (bit % 8)) & ((1u << bits) - 1)] * norm;
-    }
-    kn::FwhtOrthonormal(w, n);
-    const uint32_t base = g * n, take = std::min(n, s.in > base ? s.in - base : 0);
-    std::memcpy(out + base, w, take * sizeof(float));
-  }
-}
-
-bool DecodesByGroup(const MatrixView& v) { return v.is_cq() && v.cq.group >= 16; }
-
-// Straight from the mapping (the embedding: the tied logits read every code page anyway).
-void DecodeRow(const MatrixView& v, uint32_t row, float* out) {
-  if (!DecodesByGroup(v)) return v.DequantizeRow(row, out);
-  const CqShape& s = v.cq;
-  DecodeCqRow(v, row, v.blob.data() + uint64_t(row) * s.row_code_bytes(),
-              v.blob.data() + s.code_bytes() + uint64_t(row) * s.groups() * 2, out);
-}
-
-// Through FileBytes::ReadOut (the engram tables: a few random rows per token, which would
-// otherwise keep ~2 MB of table pages resident over a long session).
-void ReadAndDecodeRow(const FileBytes& file, const MatrixView& v, uint32_t row, float* out) {
-  if (!DecodesByGroup(v)) return v.DequantizeRow(row, out);
-  const CqShape& s = v.cq;
-  const uint64_t cb = s.row_code_bytes(), nb = uint64_t(s.groups()) * 2;
-  thread_local std::vector<uint8_t> buf;
-  buf.resize(cb + nb);
-  file.ReadOut(v.blob.subspan(row * cb, cb), buf.data());
-  file.ReadOut(v.blob.subspan(s.code_bytes() + row * nb, nb), buf.data() + cb);
-  DecodeCqRow(v, row, buf.data(), buf.data() + cb, out);
-}
+using fast::DecodeRow;
+using fast::FastMatrix;
+using fast::ReadAndDecodeRow;
+using fast::SharedInput;
+using fast::SplitRange;
 
 struct FastLayer {
   FastMatrix q, k, v, gate, out;
