@@ -165,6 +165,31 @@ TEST(RunCli, IgnoreEosGeneratesToTheLimit) {
   EXPECT_GE(t.at("load_ms").get<double>(), t.at("open_ms").get<double>());  // open is part of load
 }
 
+// -t defaults to the CPUs the process may use (at most 8) on the fast path and to 1 on the
+// reference; an explicit -t wins; the count is reported. Oracle: `nproc` (which reads the
+// same affinity mask), run under taskset when it is available to pin a known count.
+TEST(RunCli, ThreadsDefaultToTheAvailableCpusOnTheFastPath) {
+  const std::string model = Fixture("tiny", "model.cact");
+  auto nproc = testing::Run("nproc");
+  ASSERT_EQ(nproc.exit_code, 0);
+  const int cpus = std::stoi(nproc.output);
+  auto fast = RunSplit(model + " --tokens 2,17 -n 2 --json");
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  EXPECT_EQ(nlohmann::json::parse(fast.out).at("threads").get<int>(), std::min(cpus, 8));
+  auto ref = RunSplit(model + " --ref --tokens 2,17 -n 2 --json");
+  ASSERT_EQ(ref.exit_code, 0) << ref.err;
+  EXPECT_EQ(nlohmann::json::parse(ref.out).at("threads").get<int>(), 1);
+  auto explicit_t = RunSplit(model + " --ref --tokens 2,17 -n 2 -t 3 --json");
+  ASSERT_EQ(explicit_t.exit_code, 0) << explicit_t.err;
+  EXPECT_EQ(nlohmann::json::parse(explicit_t.out).at("threads").get<int>(), 3);
+  if (testing::Run("command -v taskset").exit_code == 0) {
+    auto pinned = testing::Run("( taskset -c 0 " + testing::Tool("cact-run") + " " + model +
+                               " --tokens 2,17 -n 2 --json 2>/dev/null )");
+    ASSERT_EQ(pinned.exit_code, 0) << pinned.output;
+    EXPECT_EQ(nlohmann::json::parse(pinned.output).at("threads").get<int>(), 1);
+  }
+}
+
 TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
   TempDir dir;
   const std::string tools = dir / "tools.json";
