@@ -75,11 +75,13 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
   Tokenizer t;
   t.blob_ = std::move(blob);  // first: the tables view these strings
   t.byte_ids_.fill(-1);
+  const TokenizerPiece* pieces = t.blob_.pieces.data();
+  for (PieceSet* set : {&t.mergeable_, &t.reserved_})
+    *set = PieceSet(0, SurfaceHash{pieces}, SurfaceEq{pieces});
   for (size_t i = 0; i < n; ++i) {
     const TokenizerPiece& p = t.blob_.pieces[i];
     const bool mergeable = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined;
-    auto& map = mergeable ? t.mergeable_ : t.reserved_;
-    map.emplace(p.surface, int32_t(i));  // the first of duplicate surfaces wins
+    (mergeable ? t.mergeable_ : t.reserved_).insert(int32_t(i));  // the first duplicate wins
     if (p.type == PieceType::kUserDefined && !p.surface.empty()) t.user_defined_.push_back(p.surface);
     uint8_t b;
     if (p.type == PieceType::kByte && ParseBytePiece(p.surface, &b) && t.byte_ids_[b] < 0)
@@ -91,8 +93,8 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
 }
 
 int32_t Tokenizer::PieceToId(std::string_view piece) const {
-  if (auto it = reserved_.find(piece); it != reserved_.end()) return it->second;
-  if (auto it = mergeable_.find(piece); it != mergeable_.end()) return it->second;
+  if (auto it = reserved_.find(piece); it != reserved_.end()) return *it;
+  if (auto it = mergeable_.find(piece); it != mergeable_.end()) return *it;
   return -1;
 }
 
@@ -165,9 +167,9 @@ std::vector<std::string_view> Tokenizer::Segment(std::string_view s) const {
   auto maybe_add = [&](int left, int right) {
     if (left < 0 || right < 0 || sym[left].frozen || sym[right].frozen) return;
     key.assign(s.substr(sym[left].begin, sym[left].size + sym[right].size));
-    auto it = mergeable_.find(key);
+    auto it = mergeable_.find(std::string_view(key));
     if (it == mergeable_.end()) return;
-    agenda.push({left, right, blob_.pieces[it->second].score, key.size()});
+    agenda.push({left, right, blob_.pieces[*it].score, key.size()});
   };
   for (size_t i = 1; i < sym.size(); ++i) maybe_add(int(i) - 1, int(i));
 
