@@ -136,13 +136,7 @@ class FastForward final : public Forward {
     const uint32_t C = kFastPrefillChunk, A = g_.attn_dim();
     chunk_ = Buffers(C);
     for (int i = 0; i < threads_; ++i) private_.push_back(Buffers(1));
-    if (mhc_stack_.empty()) {
-      pre_.resize(size_t(C) * phi_pre_.rows());
-      post_.resize(size_t(C) * phi_post_.rows());
-      res_.resize(size_t(C) * phi_res_.rows());
-    } else {
-      mhc_out_.resize(size_t(C) * g_.num_layers * MhcRows());
-    }
+    mhc_out_.resize(size_t(C) * g_.num_layers * MhcRows());
     o_.resize(size_t(C) * A);
     out_.resize(size_t(C) * d);
     eng_rows_.resize(size_t(C) * g_.num_engram_tables * g_.engram_sub_dim);
@@ -246,15 +240,9 @@ class FastForward final : public Forward {
     v.gate = &b.gate[t * A];
     v.o = &o_[t * A];
     v.out = &out_[t * d];
-    if (!mhc_stack_.empty()) {  // this layer's rows [pre | post | res]
-      v.pre = &mhc_out_[(t * g_.num_layers + l) * MhcRows()];
-      v.post = v.pre + m;
-      v.res = v.post + m;
-    } else {
-      v.pre = &pre_[t * phi_pre_.rows() + l * m];
-      v.post = &post_[t * phi_post_.rows() + l * m];
-      v.res = &res_[t * phi_res_.rows() + l * m * m];
-    }
+    v.pre = MhcOut(l) + t * MhcStride();  // this layer's rows [pre | post | res]
+    v.post = v.pre + m;
+    v.res = v.post + m;
     return v;
   }
 
@@ -428,29 +416,37 @@ class FastForward final : public Forward {
     in.Apply(mat, n, r.begin, r.end, y, mat.rows());
   }
 
-  // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n: the stacked
-  // product split over the team by 16-row blocks, else three products (a single token:
-  // one per thread, round robin, since each is under one block). Each layer writes its own
-  // slots (mhc_out_ [token][layer][rows], like pre_/post_/res_): decode has no barrier
+  // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n, into
+  // mhc_out_ [token][layer][pre | post | res]: the stacked product split over the team by
+  // 16-row blocks, else three products (a single token: one per thread, round robin, since
+  // each is under one block). Each layer writes its own slots: decode has no barrier
   // between a layer's last reads (PostMix) and the next layer's products.
   uint32_t MhcRows() const { return g_.mhc_lanes * (g_.mhc_lanes + 2); }
+  size_t MhcStride() const { return size_t(g_.num_layers) * MhcRows(); }  // per token
+  float* MhcOut(uint32_t l) { return mhc_out_.data() + size_t(l) * MhcRows(); }
   void MhcProducts(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
     const uint32_t m = g_.mhc_lanes;
+    float* y = MhcOut(l);
     if (!mhc_stack_.empty()) {
       const kn::RowRange r = SplitRange(0, MhcRows(), nt, me);
-      in.Apply(mhc_stack_[l], n, r.begin, r.end, mhc_out_.data() + size_t(l) * MhcRows(),
-               size_t(g_.num_layers) * MhcRows());
+      in.Apply(mhc_stack_[l], n, r.begin, r.end, y, MhcStride());
       return;
     }
-    if (n > 1) {
-      Products(in, phi_pre_, l * m, l * m + m, n, pre_.data(), me, nt);
-      Products(in, phi_post_, l * m, l * m + m, n, post_.data(), me, nt);
-      Products(in, phi_res_, l * m * m, (l + 1) * m * m, n, res_.data(), me, nt);
-      return;
+    // The products write row r of their matrix at y[r]: shift each so the layer's first
+    // row lands on its slot (the shifted pointers stay inside mhc_out_: l * m <= l * MhcRows()).
+    struct Part { const FastMatrix* matrix; uint32_t begin, end; float* y; };
+    const Part parts[3] = {{&phi_pre_, l * m, l * m + m, y - l * m},
+                           {&phi_post_, l * m, l * m + m, y + m - l * m},
+                           {&phi_res_, l * m * m, (l + 1) * m * m, y + 2 * m - l * m * m}};
+    for (uint32_t i = 0; i < 3; ++i) {
+      const Part& p = parts[i];
+      if (n > 1) {
+        const kn::RowRange r = SplitRange(p.begin, p.end, nt, me);
+        in.Apply(*p.matrix, n, r.begin, r.end, p.y, MhcStride());
+      } else if (me == i % nt) {
+        in.Apply(*p.matrix, 1, p.begin, p.end, p.y, MhcStride());
+      }
     }
-    if (me == 0 % nt) in.Apply(phi_pre_, 1, l * m, l * m + m, pre_.data(), phi_pre_.rows());
-    if (me == 1 % nt) in.Apply(phi_post_, 1, l * m, l * m + m, post_.data(), phi_post_.rows());
-    if (me == 2 % nt) in.Apply(phi_res_, 1, l * m * m, (l + 1) * m * m, res_.data(), phi_res_.rows());
   }
 
   uint32_t EngramIn() const { return g_.num_engram_tables * g_.engram_sub_dim; }
@@ -654,7 +650,7 @@ class FastForward final : public Forward {
   // and the shared outputs of split work ([chunk][...]).
   Buffers chunk_;
   std::vector<Buffers> private_;
-  std::vector<float> pre_, post_, res_, mhc_out_, o_, out_;
+  std::vector<float> mhc_out_, o_, out_;
   std::vector<float> eng_rows_, rope_, attn_scratch_;
   std::vector<std::vector<float>> eng_k_, eng_v_, eng_vraw_;
 };

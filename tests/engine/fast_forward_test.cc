@@ -18,6 +18,7 @@
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/team.h"
 #include "engine_test_util.h"
+#include "reliability/micro_model.h"
 
 namespace cact::testing {
 namespace {
@@ -216,8 +217,16 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
 // between a layer's PostMix and the next layer's mHC products. ThreadSanitizer does not:
 // the kernels store through vector intrinsics, which it does not instrument.)
 TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
-  for (const std::string& k : FixtureCases()) {
-    const Model& model = FixtureModel(k);
+  // The fixtures (their mHC projections run as one stacked product) and a micro model whose
+  // CQ records cycle through widths and groups, so the three run separately.
+  TempDir dir;
+  ASSERT_TRUE(WriteCact(dir / "micro.cact", reliability::MicroContents(reliability::MicroGeometry()), 0).ok());
+  auto micro = Model::Open(dir / "micro.cact");
+  ASSERT_TRUE(micro.ok()) << micro.status();
+  std::vector<std::pair<std::string, const Model*>> models = {{"micro", micro->get()}};
+  for (const std::string& k : FixtureCases()) models.push_back({k, &FixtureModel(k)});
+  for (const auto& [k, model_ptr] : models) {
+    const Model& model = *model_ptr;
     const std::vector<int32_t> tokens = RandomTokens(40, model.vocab(), 21);
     auto run = [&](int threads) {
       ForwardOptions opt;
