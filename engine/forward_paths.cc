@@ -20,10 +20,14 @@ std::vector<std::string> AvailableForwardPaths() {
   return paths;
 }
 
+bool IsReferencePath(std::string_view path) {
+  return path == "ref" || path == "reference" || (path == "auto" && !HasFastForward());
+}
+
 absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std::string_view path,
                                                          const ForwardOptions& options) {
-  if (path == "auto") path = HasFastForward() ? "fast" : "ref";
-  if (path == "ref" || path == "reference") return MakeReferenceForward(model, options);
+  if (IsReferencePath(path)) return MakeReferenceForward(model, options);
+  if (path == "auto") path = "fast";
 #if CACT_HAVE_FAST_FORWARD
   if (path == "fast") {
     if (absl::Status st = CheckFastPathSupports(model.geometry(), options.attn); !st.ok()) return st;

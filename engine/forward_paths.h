@@ -14,6 +14,9 @@ namespace cact {
 
 std::vector<std::string> AvailableForwardPaths();
 bool HasFastForward();
+// True when `path` (as MakeForwardPath takes it) names the FP32 reference: "ref",
+// "reference", or "auto" without the fast path.
+bool IsReferencePath(std::string_view path);
 absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std::string_view path,
                                                          const ForwardOptions& options);
 

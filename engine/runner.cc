@@ -91,8 +91,7 @@ absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model
 // Threads for `path` (as --path names it): -t when given, else see RunRequest::threads.
 int ThreadsFor(const RunRequest& req, const std::string& path) {
   if (req.threads > 0) return req.threads;
-  const bool reference = path == "ref" || path == "reference" || (path == "auto" && !HasFastForward());
-  return reference ? 1 : std::min(AvailableCpus(), kMaxAutoThreads);
+  return IsReferencePath(path) ? 1 : std::min(AvailableCpus(), kMaxAutoThreads);
 }
 
 }  // namespace
