@@ -81,14 +81,13 @@ Team::~Team() {
 
 void Team::Barrier() {
   if (solo_) return;
-  if (std::this_thread::get_id() != caller_) {
+  if (std::this_thread::get_id() == caller_) {  // the caller measures its waiting (team.h)
+    const double t0 = Seconds();
     barrier_.Wait();
-    MaybeLag();
-    return;
+    waited_s_ += Seconds() - t0;
+  } else {
+    barrier_.Wait();
   }
-  const double t0 = Seconds();
-  barrier_.Wait();
-  waited_s_ += Seconds() - t0;
   MaybeLag();
 }
 
