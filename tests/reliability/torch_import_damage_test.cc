@@ -184,6 +184,33 @@ class TorchImportRegression : public ::testing::Test {
     EXPECT_NE(r.output.find(says), std::string::npos) << r.output;
     EXPECT_FALSE(r.wrote) << "a failed import left an output";
   }
+  // The export with one byte of a weight record (data/0) flipped: its stored CRC-32 no
+  // longer matches.
+  std::vector<uint8_t> FlippedWeightByte() {
+    size_t size = 0;
+    const size_t data = MemberData(pt_, "/data/0", &size);
+    EXPECT_NE(data, std::string::npos);
+    std::vector<uint8_t> bad = pt_;
+    if (data != std::string::npos) bad[data + size / 2] ^= 0x40;
+    return bad;
+  }
+  // The export with data.pkl's LONG_BINPUT 256 naming memo id 0xFFFFFFF0 (64 GB: refused
+  // by the allocator if the check ever goes, so the tests stay safe to run); the member's
+  // CRC-32 is made right, so only the pickle check can catch it.
+  std::vector<uint8_t> MemoIdFarAhead() {
+    size_t size = 0;
+    const size_t pkl = MemberData(pt_, "/data.pkl", &size);
+    EXPECT_NE(pkl, std::string::npos);
+    if (pkl == std::string::npos) return pt_;
+    const std::vector<uint8_t> put256 = {'r', 0x00, 0x01, 0x00, 0x00};
+    auto at = std::search(pt_.begin() + pkl, pt_.begin() + pkl + size, put256.begin(), put256.end());
+    EXPECT_NE(at, pt_.begin() + pkl + size) << "no LONG_BINPUT 256 in data.pkl";
+    std::vector<uint8_t> bad = pt_;
+    if (at == pt_.begin() + pkl + size) return bad;
+    Put32(bad, size_t(at - pt_.begin()) + 1, 0xFFFFFFF0u);
+    ResizeStoredMember(bad, "/data.pkl", uint32_t(size));  // same size, CRC-32 made right
+    return bad;
+  }
   TempDir dir_;
   std::vector<uint8_t> pt_;
 };
@@ -210,26 +237,12 @@ TEST_F(TorchImportRegression, RecordShorterThanItsTensor) {
 // id made it allocate 9 GB). The id for memo entry 256 becomes 0xFFFFFFF0 (64 GB: refused
 // by the allocator if the check ever goes, so the test stays safe to run).
 TEST_F(TorchImportRegression, PickleMemoIdFarAhead) {
-  size_t size = 0;
-  const size_t pkl = MemberData(pt_, "/data.pkl", &size);
-  ASSERT_NE(pkl, std::string::npos);
-  const std::vector<uint8_t> put256 = {'r', 0x00, 0x01, 0x00, 0x00};
-  auto at = std::search(pt_.begin() + pkl, pt_.begin() + pkl + size, put256.begin(), put256.end());
-  ASSERT_NE(at, pt_.begin() + pkl + size) << "no LONG_BINPUT 256 in data.pkl";
-  std::vector<uint8_t> bad = pt_;
-  Put32(bad, size_t(at - pt_.begin()) + 1, 0xFFFFFFF0u);
-  ResizeStoredMember(bad, "/data.pkl", uint32_t(size));  // same size, CRC-32 made right
-  ExpectRejected(bad, "memo id 4294967280");
+  ExpectRejected(MemoIdFarAhead(), "memo id 4294967280");
 }
 
 // libtorch does not check CRC-32s: a flipped byte in a weight imported as an edit.
 TEST_F(TorchImportRegression, DamagedMemberFailsItsCrc) {
-  size_t size = 0;
-  const size_t data = MemberData(pt_, "/data/0", &size);
-  ASSERT_NE(data, std::string::npos);
-  std::vector<uint8_t> bad = pt_;
-  bad[data + size / 2] ^= 0x40;
-  ExpectRejected(bad, "CRC-32 mismatch");
+  ExpectRejected(FlippedWeightByte(), "CRC-32 mismatch");
 }
 
 // libtorch crashes (SIGSEGV in ScriptTypeParser::parseClassConstant) compiling a class body
@@ -257,19 +270,7 @@ TEST_F(TorchImportRegression, UntypedClassAttributeInCode) {
 // `cact-torch run` loads through the same archive checks: the 64 GB memo id and a damaged
 // weight are clean errors there too (exit 2, one line), never a crash or a run on garbage.
 TEST_F(TorchImportRegression, RunRefusesDamagedArchivesToo) {
-  size_t size = 0;
-  const size_t data = MemberData(pt_, "/data/0", &size);
-  ASSERT_NE(data, std::string::npos);
-  std::vector<uint8_t> flipped = pt_;
-  flipped[data + size / 2] ^= 0x40;
-  const size_t pkl = MemberData(pt_, "/data.pkl", &size);
-  ASSERT_NE(pkl, std::string::npos);
-  const std::vector<uint8_t> put256 = {'r', 0x00, 0x01, 0x00, 0x00};
-  auto at = std::search(pt_.begin() + pkl, pt_.begin() + pkl + size, put256.begin(), put256.end());
-  ASSERT_NE(at, pt_.begin() + pkl + size);
-  std::vector<uint8_t> memo = pt_;
-  Put32(memo, size_t(at - pt_.begin()) + 1, 0xFFFFFFF0u);
-  ResizeStoredMember(memo, "/data.pkl", uint32_t(size));
+  const std::vector<uint8_t> flipped = FlippedWeightByte(), memo = MemoIdFarAhead();
   for (const auto& [bad, says] : {std::pair{flipped, std::string("CRC-32 mismatch")},
                                   std::pair{memo, std::string("memo id 4294967280")}}) {
     WriteAll(dir_ / "bad.pt", bad);
