@@ -163,11 +163,10 @@ std::vector<std::string_view> Tokenizer::Segment(std::string_view s) const {
     return a.score < b.score || (a.score == b.score && a.left > b.left);
   };
   std::priority_queue<Pair, std::vector<Pair>, decltype(lower)> agenda(lower);
-  std::string key;
   auto maybe_add = [&](int left, int right) {
     if (left < 0 || right < 0 || sym[left].frozen || sym[right].frozen) return;
-    key.assign(s.substr(sym[left].begin, sym[left].size + sym[right].size));
-    auto it = mergeable_.find(std::string_view(key));
+    const std::string_view key = s.substr(sym[left].begin, sym[left].size + sym[right].size);
+    auto it = mergeable_.find(key);
     if (it == mergeable_.end()) return;
     agenda.push({left, right, blob_.pieces[*it].score, key.size()});
   };
