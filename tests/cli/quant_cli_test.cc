@@ -211,7 +211,7 @@ TEST(QuantCli, LoraLayoutsAgreeAndTheDiffShowsTheTouchedTensors) {
     }
   EXPECT_EQ(ReadAll(dir / "peft.cact"), ReadAll(dir / "stacked.cact"));
 
-  if (!std::filesystem::exists(Tool("cact-inspect"))) GTEST_SKIP() << "cact-inspect not built";
+  ASSERT_TOOL_BUILT("cact-inspect");
   auto diff = testing::Run(Tool("cact-inspect") + " diff --json " + Fixture("odd", "model.cact") + " " + dir / "peft.cact");
   nlohmann::json dj = nlohmann::json::parse(diff.output);
   std::set<std::string> changed;
@@ -227,12 +227,18 @@ TEST(QuantCli, RequantChangesOnlyTheAskedWidths) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["counts"]["requantized"], 4);  // embedding + 3 mhc_phi were CQ4
-  for (auto& t : j["tensors"])
-    if (t["action"] == "requantized") EXPECT_NE(t["reason"].get<std::string>().find("from the dequantized values"), std::string::npos);
+  for (auto& t : j["tensors"]) {
+    if (t["action"] == "requantized") {
+      EXPECT_NE(t["reason"].get<std::string>().find("from the dequantized values"), std::string::npos);
+    }
+  }
   absl::StatusOr<CactFile> out = CactFile::Open(dir / "all2.cact");
   ASSERT_TRUE(out.ok()) << out.status();
-  for (const TensorEntry& t : out->tensors())
-    if (t.is_cq()) EXPECT_EQ(t.record.bits, 2u) << t.name;
+  for (const TensorEntry& t : out->tensors()) {
+    if (t.is_cq()) {
+      EXPECT_EQ(t.record.bits, 2u) << t.name;
+    }
+  }
 }
 
 TEST(QuantCli, SyntheticNeedle2HasTheReleasedAccounting) {
