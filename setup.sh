@@ -6,43 +6,72 @@
 # Separate, longer commands: tests/sanitize.sh (ASan + UBSan build and subset),
 # tests/fuzz/build_fuzzers.sh + run_fuzzers.sh (libFuzzer), cact-run bench (docs/benchmarks.md).
 # Both are idempotent: packages already installed are not reinstalled; the build is reused.
+# Package, configure and compiler output goes to build/setup.log (printed in part on failure).
 set -euo pipefail
 cd "$(dirname "$0")"
 
 MODE="${1:-run}"
+case "$MODE" in
+  run | test) ;;
+  *)
+    echo "usage: bash setup.sh [run|test]" >&2
+    exit 2
+    ;;
+esac
 BUILD="${CACT_BUILD_DIR:-build}"
 JOBS="$(nproc)"
+# libopenblas0-pthread: libtorch's BLAS (without it Debian's libtorch runs on the reference BLAS).
 PACKAGES=(build-essential cmake pkg-config libtorch-dev libabsl-dev libcli11-dev nlohmann-json3-dev
-          libzstd-dev zstd libgtest-dev python3-torch python3-numpy python3-sentencepiece)
+          libzstd-dev zstd libgtest-dev libopenblas0-pthread python3-torch python3-numpy
+          python3-sentencepiece)
+# apt, cmake and compiler output go to this log; the terminal gets one line per step.
+mkdir -p "$BUILD"
+LOG="$BUILD/setup.log"
+: >"$LOG"
+
+# step WHAT COMMAND...: runs COMMAND into the log; on failure prints the log's tail and stops.
+step() {
+  local what="$1"
+  shift
+  echo "== $what"
+  echo "== $what: $*" >>"$LOG"
+  if ! "$@" >>"$LOG" 2>&1; then
+    echo "setup.sh: $what failed; full log: $LOG (last 30 lines below)" >&2
+    tail -n 30 "$LOG" >&2
+    exit 1
+  fi
+}
 
 install_packages() {
   local missing=()
   for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  if ((${#missing[@]})); then
-    echo "== installing: ${missing[*]}"
-    local sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-  fi
+  ((${#missing[@]})) || return 0
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  step "installing ${missing[*]}" sh -c "$sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends ${missing[*]}"
 }
 
+# CI builds with -Werror: a warning there is a failure, not noise.
 configure() {
-  cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+  local werror=OFF
+  [ "${CI:-}" = true ] && werror=ON
+  step "configuring $BUILD (Release, CACT_WERROR=$werror)" \
+    cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCACT_WERROR="$werror" "$@"
 }
 
 case "$MODE" in
   run)
     install_packages
     configure
-    echo "== building cact-inspect, cact-quant, cact-run"
-    cmake --build "$BUILD" -j"$JOBS" --target cact-inspect cact-quant cact-run
+    step "building cact-inspect, cact-quant, cact-run" \
+      cmake --build "$BUILD" -j"$JOBS" --target cact-inspect cact-quant cact-run
     mkdir -p out
     B="$BUILD/tools"
-    echo "== cact-quant synth --preset needle2 (synthetic model, released geometry)"
-    "$B/cact-quant" synth --preset needle2 --seed 1 -o out/needle2.cact
+    step "cact-quant synth --preset needle2 (synthetic model, released geometry)" \
+      "$B/cact-quant" synth --preset needle2 --seed 1 -o out/needle2.cact
     echo "== cact-inspect out/needle2.cact"
     "$B/cact-inspect" out/needle2.cact
     echo "== cact-inspect verify out/needle2.cact"
@@ -55,13 +84,9 @@ case "$MODE" in
   test)
     install_packages
     configure
-    echo "== building everything (the TorchScript bridge takes a few minutes)"
-    cmake --build "$BUILD" -j"$JOBS"
-    echo "== ctest"
-    ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" --timeout 900
-    ;;
-  *)
-    echo "usage: bash setup.sh [run|test]" >&2
-    exit 2
+    step "building everything (the TorchScript bridge takes a few minutes)" \
+      cmake --build "$BUILD" -j"$JOBS"
+    step "ctest" ctest --test-dir "$BUILD" --output-on-failure -j"$JOBS" --timeout 900
+    grep -E '^[0-9]+% tests passed' "$LOG"
     ;;
 esac

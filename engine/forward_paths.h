@@ -1,6 +1,5 @@
 // Choosing a forward path by name, for tools and tests: "ref" (alias "reference") is the
-// FP32 reference; "fast" is the int8 path once it is built (engine/fast_forward.h);
-// "auto" picks fast when available, else ref.
+// FP32 reference; "fast" is the int8 path (engine/fast_forward.h); "auto" is fast.
 #pragma once
 #include <memory>
 #include <string>
@@ -13,9 +12,8 @@
 namespace cact {
 
 std::vector<std::string> AvailableForwardPaths();
-bool HasFastForward();
-// True when `path` (as MakeForwardPath takes it) names the FP32 reference: "ref",
-// "reference", or "auto" without the fast path.
+// True when `path` (as MakeForwardPath takes it) names the FP32 reference: "ref" or
+// "reference".
 bool IsReferencePath(std::string_view path);
 absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std::string_view path,
                                                          const ForwardOptions& options);

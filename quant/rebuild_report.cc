@@ -1,12 +1,13 @@
 #include "quant/rebuild_report.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace cact {
 namespace {
 
-std::string ShapeText(const std::vector<uint32_t>& s) { return "[" + absl::StrJoin(s, ",") + "]"; }
+std::string ShapeText(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
 
 std::string Bytes(uint64_t b) {
   if (b >= (1u << 20)) return absl::StrFormat("%d B (%.2f MiB)", b, double(b) / (1 << 20));

@@ -21,7 +21,7 @@ uint32_t NextPow2(uint32_t x) {
   return p;
 }
 
-std::string ShapeText(const std::vector<uint32_t>& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
+std::string ShapeText(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
 absl::Status ValidateGeometry(const Geometry& g, size_t num_heads, const std::string& file) {
   Header h;

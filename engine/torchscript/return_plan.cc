@@ -15,7 +15,7 @@
 namespace cact::torchscript {
 namespace {
 
-std::string ShapeText(const std::vector<uint32_t>& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
+std::string ShapeText(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
 
 bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

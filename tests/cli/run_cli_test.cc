@@ -40,7 +40,7 @@ std::vector<int32_t> Tokens(const std::string& kase, const std::string& seq) {
 
 std::string Join(const std::vector<int32_t>& ids) {
   std::string s;
-  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  for (size_t i = 0; i < ids.size(); ++i) s.append(i ? "," : "").append(std::to_string(ids[i]));
   return s;
 }
 

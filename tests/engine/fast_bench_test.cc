@@ -64,7 +64,7 @@ TEST(FastBench, MarkdownHasTheTablesAndRatios) {
 // Start-up and memory: in-process open/setup timings per repetition, and a fresh cact-run
 // session that must reach exactly the requested positions (decoding past EOS).
 TEST(FastBench, SessionFiguresComeFromAFreshProcess) {
-  if (access(Tool("cact-run").c_str(), X_OK) != 0) GTEST_SKIP() << "cact-run not built";
+  ASSERT_TOOL_BUILT("cact-run");
   BenchOptions o = Small();
   o.threads = {1};
   o.depths = {0};

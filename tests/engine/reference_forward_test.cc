@@ -8,27 +8,17 @@
 #include "absl/strings/str_format.h"
 #include "engine/forward.h"
 #include "engine_test_util.h"
+#include "support/decode_cases.h"
 
 namespace cact::testing {
 namespace {
 
-struct Case {
-  std::string kase, seq;
-  uint32_t window = 0, sink = 0;
-  std::string suffix() const {
-    return window ? seq + "_w" + std::to_string(window) + "p" + std::to_string(sink) : seq;
-  }
-};
-
-void PrintTo(const Case& c, std::ostream* os) { *os << c.kase << "/" << c.suffix(); }
+using Case = DecodeCase;
 
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (const std::string& k : FixtureCases()) {
-    for (const char* s : {"s0", "s1", "s2"}) cases.push_back({k, s});
-    cases.push_back({k, "s2", 16, 4});
-    cases.push_back({k, "s2", 16, 0});
-    cases.push_back({k, "s2", 8, 2});
+    for (const Case& c : DecodeCasesOf(k)) cases.push_back(c);
   }
   return cases;
 }

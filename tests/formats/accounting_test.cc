@@ -10,6 +10,7 @@
 #include "formats/cact/layout.h"
 #include "formats/cact/writer.h"
 #include "nlohmann/json.hpp"
+#include "support/needle2_accounting.h"
 #include "support/test_support.h"
 
 namespace cact {
@@ -53,15 +54,7 @@ TEST(Accounting, ReleasedNeedle2Table) {
   ASSERT_EQ(records.size(), 405u);
   const uint64_t file_bytes = AssignOffsets(&records, 28);
   const Accounting a = ComputeAccounting(records, file_bytes);
-  EXPECT_EQ(a[WidthClass::kCQ2].tensors, 141u);
-  EXPECT_EQ(a[WidthClass::kCQ2].params, 37748736u);
-  EXPECT_EQ(a[WidthClass::kCQ2].bytes, 10027008u);
-  EXPECT_EQ(a[WidthClass::kCQ4].tensors, 4u);
-  EXPECT_EQ(a[WidthClass::kCQ4].params, 5521408u);
-  EXPECT_EQ(a[WidthClass::kCQ4].bytes, 2846976u);
-  EXPECT_EQ(a[WidthClass::kFP16].tensors, 259u);
-  EXPECT_EQ(a[WidthClass::kFP16].params, 364279u);
-  EXPECT_EQ(a[WidthClass::kFP16].bytes, 728558u);
+  testing::ExpectReleasedNeedle2Classes(a);
   EXPECT_EQ(a[WidthClass::kRAW].tensors, 1u);
   EXPECT_EQ(a[WidthClass::kRAW].params, 0u);
   EXPECT_EQ(a[WidthClass::kRAW].bytes, 115215u);

@@ -11,6 +11,7 @@
 #include "lib/file_bytes.h"
 #include "lib/sha256.h"
 #include "nlohmann/json.hpp"
+#include "support/needle_tokenizer.h"
 #include "support/test_support.h"
 
 namespace cact {
@@ -234,17 +235,7 @@ TEST_P(FixtureTest, TokenizerBlobRoundTrip) {
   auto blob = f->tokenizer_blob();
   auto tok = ParseTokenizerBlob(blob);
   ASSERT_TRUE(tok.ok()) << tok.status();
-  EXPECT_EQ(tok->pieces.size(), f->geometry().vocab);
-  EXPECT_EQ(tok->pad_id, 0u);
-  EXPECT_EQ(tok->eos_id, 1u);
-  EXPECT_EQ(tok->bos_id, 2u);
-  EXPECT_EQ(tok->unk_id, 3u);
-  EXPECT_EQ(tok->add_dummy_prefix, 1);
-  EXPECT_EQ(tok->byte_fallback, 1);
-  for (size_t i = 0; i < ChatMarkers().size(); ++i) {
-    EXPECT_EQ(tok->pieces[4 + i].surface, ChatMarkers()[i]);
-    EXPECT_EQ(tok->pieces[4 + i].type, PieceType::kUserDefined);
-  }
+  testing::ExpectNeedleTokenizerShape(*tok, f->geometry().vocab);
   const std::vector<uint8_t> again = SerializeTokenizerBlob(*tok);
   EXPECT_TRUE(std::equal(again.begin(), again.end(), blob.begin(), blob.end()));
 }

@@ -8,15 +8,8 @@ root=$(cd "$here/../.." && pwd)
 build=${1:-$root/build-fuzz}
 jobs=${CACT_FUZZ_JOBS:-2}
 
-command -v clang++ >/dev/null || { echo "build_fuzzers: clang++ not found (apt-get install clang)" >&2; exit 1; }
-if ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  echo "build_fuzzers: libFuzzer runtime missing (apt-get install libclang-rt-dev)" >&2
-  exit 1
-fi
-
-cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build "$build" -j"$jobs"
+. "$here/fuzz_build.sh"
+fuzz_build build_fuzzers "$here" "$build" "$jobs"
 
 # Seed corpora: the fixtures' models, their tokenizer blobs, weights, scheme strings, and
 # the small models written by make_fuzz_seeds.

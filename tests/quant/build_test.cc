@@ -76,8 +76,11 @@ TEST_P(FixtureBuild, WeightsAndTokenizerModelGiveTheExportersFile) {
   EXPECT_EQ(report.scheme, (kase == "odd" ? "embedding=4,mhc=3,default=2" : "embedding=4,mhc=4,default=2"));
   EXPECT_EQ(report.scheme_source, "safetensors metadata bits_map");
   EXPECT_EQ(report.Count(TensorAction::kQuantized), kase == "odd" ? 35u : 30u);
-  for (const TensorOutcome& t : report.tensors)
-    if (t.action == TensorAction::kQuantized) EXPECT_GT(t.rel_mse, 0.0) << t.name;
+  for (const TensorOutcome& t : report.tensors) {
+    if (t.action == TensorAction::kQuantized) {
+      EXPECT_GT(t.rel_mse, 0.0) << t.name;
+    }
+  }
 }
 
 TEST_P(FixtureBuild, OfficialDequantRebuiltAgainstBaseIsTheBase) {
@@ -231,8 +234,11 @@ TEST(BuildPlan, DryRunSizesMatchTheRealFileAndWriteNothing) {
   RebuildReport report;
   absl::StatusOr<CactContents> c = BuildCact(req, &report);
   ASSERT_TRUE(c.ok()) << c.status();
-  for (const TensorBlob& t : c->tensors)
-    if (t.record.dtype == DType::kCQ) EXPECT_TRUE(t.bytes.empty()) << t.name;
+  for (const TensorBlob& t : c->tensors) {
+    if (t.record.dtype == DType::kCQ) {
+      EXPECT_TRUE(t.bytes.empty()) << t.name;
+    }
+  }
   testing::TempDir dir;
   ASSERT_TRUE(FinishRebuild(*c, dir / "never.cact", 19, &report).ok());
   EXPECT_FALSE(std::filesystem::exists(dir / "never.cact"));

@@ -6,6 +6,7 @@
 
 #include "formats/tokenizer_blob.h"
 #include "gtest/gtest.h"
+#include "support/needle_tokenizer.h"
 
 namespace cact {
 namespace {
@@ -83,17 +84,8 @@ TEST(Synthetic, TokenizersHaveTheNeedleSpecialIds) {
     ASSERT_TRUE(p.ok());
     auto tok = SyntheticTokenizer(*p);
     ASSERT_TRUE(tok.ok()) << tok.status();
-    EXPECT_EQ(tok->pieces.size(), p->geometry.vocab) << name;
-    EXPECT_EQ(tok->pad_id, 0u);
-    EXPECT_EQ(tok->eos_id, 1u);
-    EXPECT_EQ(tok->bos_id, 2u);
-    EXPECT_EQ(tok->unk_id, 3u);
-    EXPECT_EQ(tok->add_dummy_prefix, 1);
-    EXPECT_EQ(tok->byte_fallback, 1);
-    for (size_t i = 0; i < ChatMarkers().size(); ++i) {
-      EXPECT_EQ(tok->pieces[4 + i].surface, ChatMarkers()[i]);
-      EXPECT_EQ(tok->pieces[4 + i].type, PieceType::kUserDefined);
-    }
+    SCOPED_TRACE(name);
+    testing::ExpectNeedleTokenizerShape(*tok, p->geometry.vocab);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "formats/cact/cact_file.h"
 #include "lib/file_bytes.h"
 #include "support/test_support.h"
@@ -49,7 +50,7 @@ void CheckCli(const std::string& path, const std::string& what) {
 class CliCorruption : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(Tool("cact-inspect").c_str(), X_OK) != 0) GTEST_SKIP() << "cact-inspect not built";
+    ASSERT_TOOL_BUILT("cact-inspect");
     bytes_ = ReadAll(Fixture("tiny", "model.cact"));
     ASSERT_GT(bytes_.size(), 4096u);
   }
@@ -61,7 +62,7 @@ TEST_F(CliCorruption, TruncationsExitTwoWithOneLine) {
   const size_t n = bytes_.size();
   for (size_t len : {size_t(0), size_t(3), size_t(100), size_t(119), size_t(120), size_t(231), size_t(232),
                      size_t(3575), size_t(3584), size_t(3585), n / 2, n - 1}) {
-    const std::string path = dir_ / ("t" + std::to_string(len) + ".cact");
+    const std::string path = dir_ / absl::StrCat("t", len, ".cact");
     WriteAll(path, std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + len));
     CheckCli(path, "truncated to " + std::to_string(len));
   }
@@ -74,7 +75,7 @@ TEST_F(CliCorruption, SeededBitFlipsExitZeroOrTwo) {
     std::vector<uint8_t> b = bytes_;
     const size_t pos = i % 2 ? rng() % 3584 : rng() % b.size();  // metadata, anywhere
     b[pos] ^= uint8_t(1u << (rng() % 8));
-    const std::string path = dir_ / ("f" + std::to_string(i) + ".cact");
+    const std::string path = dir_ / absl::StrCat("f", i, ".cact");
     WriteAll(path, b);
     rejected += !CactFile::Open(path).ok();
     CheckCli(path, "bit flip at byte " + std::to_string(pos));
@@ -86,7 +87,7 @@ TEST_F(CliCorruption, TruncatedZstdExitsTwoWithOneLine) {
   const std::vector<uint8_t> z = ZstdCompress(bytes_, 3);
   ASSERT_FALSE(z.empty());
   for (size_t len : {size_t(4), size_t(20), z.size() / 3, z.size() - 1}) {
-    const std::string path = dir_ / ("z" + std::to_string(len) + ".cact.zst");
+    const std::string path = dir_ / absl::StrCat("z", len, ".cact.zst");
     WriteAll(path, std::vector<uint8_t>(z.begin(), z.begin() + len));
     CheckCli(path, "zstd truncated to " + std::to_string(len));
   }

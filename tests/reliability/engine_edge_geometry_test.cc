@@ -50,7 +50,7 @@ void PrintTo(const EdgeCase& c, std::ostream* os) { *os << c.name; }
 class EngineEdgeGeometry : public ::testing::TestWithParam<EdgeCase> {};
 
 TEST_P(EngineEdgeGeometry, CactRunExitsCleanly) {
-  if (access(Tool("cact-run").c_str(), X_OK) != 0) GTEST_SKIP() << "cact-run not built";
+  ASSERT_TOOL_BUILT("cact-run");
   Geometry g = MicroGeometry();
   MicroOptions o;
   GetParam().stretch(&g, &o);

@@ -268,7 +268,7 @@ TEST(AllocationProbe, SeesALargeAllocation) {
 }
 
 TEST(AllocationProbe, ChildOverTheLimitDoesNotExitCleanly) {
-  if (reliability::kAddressSanitizer) GTEST_SKIP() << "no RLIMIT_AS under ASan";
+  if (reliability::kAddressSanitizer) GTEST_SKIP() << "no RLIMIT_AS under ASan (its shadow memory needs terabytes of address space)";
   ChildResult r = RunInChildWithAddressSpaceLimit(
       [] {
         std::vector<uint8_t> big(1ull << 30, 1);

@@ -105,7 +105,7 @@ TEST(LoraAdapterLimits, LyingShapesAreCleanErrors) {
 
 // Through the CLI: the same hostile adapter must make `cact-quant lora` exit 2 with one line.
 TEST(RegressionLoraRegexStackOverflow, CliExitsTwoWithOneLine) {
-  if (access(testing::Tool("cact-quant").c_str(), X_OK) != 0) GTEST_SKIP() << "cact-quant not built";
+  ASSERT_TOOL_BUILT("cact-quant");
   TempDir dir;
   const std::string key = "layers." + std::string(200000, '1') + ".self_attn.q_proj.lora_A.weight";
   ASSERT_TRUE(WriteSafetensors(dir / "evil.safetensors", AdapterWithKey(key)).ok());

@@ -3,7 +3,7 @@
 // exported once; each damaged copy (truncations, a wiped zip directory, flipped bytes in the
 // pickle, the TorchScript code, a tensor's data, the version record, garbage) must make the
 // import exit 0 with a valid output, or exit 2 with one line and no output; never a signal.
-// Skipped when cact-torch is not built (CACT_WITH_TORCH=OFF). CACT_TORCH_TOOL overrides the
+// Built only with CACT_WITH_TORCH (tests/CMakeLists.txt). CACT_TORCH_TOOL overrides the
 // binary (to run this sweep against another build's cact-torch).
 #include <gtest/gtest.h>
 
@@ -125,7 +125,7 @@ std::vector<Damage> DamagedCopies(const std::vector<uint8_t>& pt) {
 }
 
 TEST(TorchImportDamage, DamagedArchivesExitCleanly) {
-  if (access(TorchTool().c_str(), X_OK) != 0) GTEST_SKIP() << "cact-torch not built (CACT_WITH_TORCH=OFF)";
+  ASSERT_EQ(access(TorchTool().c_str(), X_OK), 0) << "cact-torch is not built: " << TorchTool();
   TempDir dir;
   auto exported = testing::Run(TorchTool() + " export " + Fixture("tiny", "model.cact") + " -o " + (dir / "m.pt"));
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
@@ -172,7 +172,7 @@ ImportResult ImportBytes(const TempDir& dir, const std::vector<uint8_t>& pt) {
 class TorchImportRegression : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(TorchTool().c_str(), X_OK) != 0) GTEST_SKIP() << "cact-torch not built (CACT_WITH_TORCH=OFF)";
+    ASSERT_EQ(access(TorchTool().c_str(), X_OK), 0) << "cact-torch is not built: " << TorchTool();
     auto exported = testing::Run(TorchTool() + " export " + Fixture("tiny", "model.cact") + " -o " + (dir_ / "m.pt"));
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
     pt_ = ReadAll(dir_ / "m.pt");

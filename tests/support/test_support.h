@@ -25,6 +25,9 @@ inline const std::vector<std::string>& FixtureCases() {
 inline std::string Tool(const std::string& name) { return std::string(CACT_BIN_DIR) + "/" + name; }
 inline std::string Python() { return CACT_PYTHON; }
 
+// Whether the built tool `name` is there to run.
+inline bool ToolBuilt(const std::string& name) { return access(Tool(name).c_str(), X_OK) == 0; }
+
 // A fresh directory under the build's temp area, removed at destruction.
 class TempDir {
  public:
@@ -75,3 +78,8 @@ inline void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes)
 }
 
 }  // namespace cact::testing
+
+// Fails the calling test when a tool it runs is missing. Test binaries depend on the tools
+// they run (tests/CMakeLists.txt), so a missing tool is a broken build, never a skip.
+#define ASSERT_TOOL_BUILT(name) \
+  ASSERT_TRUE(::cact::testing::ToolBuilt(name)) << (name) << " is not built: " << ::cact::testing::Tool(name)

@@ -9,24 +9,16 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/probe_heads.h"
+#include "support/decode_cases.h"
 #include "torch_test_util.h"
 
 namespace cact::testing {
 namespace {
 
-struct Case {
-  std::string kase, seq;
-  uint32_t window = 0, sink = 0;
-  std::string suffix() const {
-    return window ? seq + "_w" + std::to_string(window) + "p" + std::to_string(sink) : seq;
-  }
-  std::optional<int64_t> torch_window() const {
-    return window ? std::optional<int64_t>(window) : std::nullopt;
-  }
-};
+using Case = DecodeCase;
 
-std::vector<Case> CasesOf(const std::string& k) {
-  return {{k, "s0"}, {k, "s1"}, {k, "s2"}, {k, "s2", 16, 4}, {k, "s2", 16, 0}, {k, "s2", 8, 2}};
+std::optional<int64_t> TorchWindow(const Case& c) {
+  return c.window ? std::optional<int64_t>(c.window) : std::nullopt;
 }
 
 // One process per fixture (ctest runs every test in its own process, and each loads
@@ -36,10 +28,10 @@ class TorchForward : public ::testing::TestWithParam<std::string> {};
 TEST_P(TorchForward, MatchesOfficialLogitsAndHidden) {
   ExportedCase& ex = Exported(GetParam());
   ASSERT_TRUE(ex.model);
-  for (const Case& c : CasesOf(GetParam())) {
+  for (const Case& c : DecodeCasesOf(GetParam())) {
     SCOPED_TRACE(c.kase + " " + c.suffix());
     const std::vector<int64_t> tokens = FixtureTokens64(c.kase, c.seq);
-    auto logits = ex.model->Logits(tokens, 1, c.torch_window(), c.sink);
+    auto logits = ex.model->Logits(tokens, 1, TorchWindow(c), c.sink);
     ASSERT_TRUE(logits.ok()) << logits.status();
     std::vector<size_t> shape;
     std::vector<float> want = NpyData(Fixture(c.kase, "logits_" + c.suffix() + ".npy"), &shape);
@@ -49,7 +41,7 @@ TEST_P(TorchForward, MatchesOfficialLogitsAndHidden) {
     EXPECT_LE(err, 1e-4);
     RecordProperty("logits_relerr_" + c.suffix(), std::to_string(err));
 
-    auto hidden = ex.model->HiddenStates(tokens, 1, c.torch_window(), c.sink);
+    auto hidden = ex.model->HiddenStates(tokens, 1, TorchWindow(c), c.sink);
     ASSERT_TRUE(hidden.ok()) << hidden.status();
     std::vector<float> hwant = NpyData(Fixture(c.kase, "hidden_" + c.suffix() + ".npy"));
     EXPECT_LE(MaxRelErr(*hidden, hwant), 1e-4);
@@ -61,10 +53,10 @@ TEST_P(TorchForward, MatchesEngineReferencePath) {
   ASSERT_TRUE(ex.model);
   auto model = Model::Open(Fixture(GetParam(), "model.cact"));
   ASSERT_TRUE(model.ok()) << model.status();
-  for (const Case& c : CasesOf(GetParam())) {
+  for (const Case& c : DecodeCasesOf(GetParam())) {
     SCOPED_TRACE(c.kase + " " + c.suffix());
     const std::vector<int64_t> tokens = FixtureTokens64(c.kase, c.seq);
-    auto torch_logits = ex.model->Logits(tokens, 1, c.torch_window(), c.sink);
+    auto torch_logits = ex.model->Logits(tokens, 1, TorchWindow(c), c.sink);
     ASSERT_TRUE(torch_logits.ok()) << torch_logits.status();
     ForwardOptions opt;
     opt.attn = {c.window, c.sink};

@@ -150,7 +150,9 @@ TEST(Return, SchemeChangesWidthsOfMatchingTensorsOnly) {
   for (const auto& d : r->decisions) {
     const bool q = d.name.find(".q_proj") != std::string::npos;
     EXPECT_EQ(d.action == ReturnAction::kRequantized, q) << d.name;
-    if (q) EXPECT_EQ(d.after, "CQ3 g128") << d.name;
+    if (q) {
+      EXPECT_EQ(d.after, "CQ3 g128") << d.name;
+    }
     requantized += d.action == ReturnAction::kRequantized;
   }
   EXPECT_EQ(requantized, out->geometry().num_layers);
@@ -177,8 +179,11 @@ TEST(Return, ForceRequantizeRebuildsEveryCqTensorFromItsValues) {
   auto diff = DiffFiles(*in, *out);
   ASSERT_TRUE(diff.ok());
   for (const TensorDiff& t : diff->tensors) {
-    if (!in->Find(t.name)->is_cq()) EXPECT_EQ(t.status, TensorDiff::Status::kIdentical) << t.name;
-    else if (t.status == TensorDiff::Status::kChanged) EXPECT_GT(t.code_agreement, 0.5) << t.name;
+    if (!in->Find(t.name)->is_cq()) {
+      EXPECT_EQ(t.status, TensorDiff::Status::kIdentical) << t.name;
+    } else if (t.status == TensorDiff::Status::kChanged) {
+      EXPECT_GT(t.code_agreement, 0.5) << t.name;
+    }
   }
 }
 

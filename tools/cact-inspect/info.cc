@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "formats/cact/accounting.h"
@@ -23,7 +24,7 @@ using Json = nlohmann::ordered_json;
 
 std::string ShapeText(const TensorEntry& t) {
   if (t.record.dtype == DType::kRAW) return "-";
-  return "[" + absl::StrJoin(t.shape(), ", ") + "]";
+  return absl::StrCat("[", absl::StrJoin(t.shape(), ", "), "]");
 }
 
 // Bits per weight of one record: blob bits over logical parameters.

@@ -1,0 +1,14 @@
+# The sources of cact_formats, listed once: formats/CMakeLists.txt and the libFuzzer
+# projects (tests/fuzz, tests/fuzz/torch) include this file. A file not listed is not built.
+set(CACT_FORMATS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cact/accounting.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/cact_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/geometry_json.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/header.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/layout.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/writer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/protobuf_wire.cc
+  ${CMAKE_CURRENT_LIST_DIR}/safetensors.cc
+  ${CMAKE_CURRENT_LIST_DIR}/sentencepiece_model.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tokenizer_blob.cc
+)
