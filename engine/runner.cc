@@ -1,6 +1,5 @@
 #include "engine/runner.h"
 
-#include <charconv>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -101,26 +100,6 @@ double RunTimings::prefill_tokens_per_s() const {
 }
 double RunTimings::decode_tokens_per_s() const {
   return decode_ms > 0 ? decode_steps / (decode_ms / 1e3) : 0;
-}
-
-absl::StatusOr<std::vector<int32_t>> ParseTokenList(std::string_view list) {
-  std::vector<int32_t> ids;
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t end = list.find(',', at);
-    if (end == std::string_view::npos) end = list.size();
-    std::string_view item = list.substr(at, end - at);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < INT32_MIN ||
-        v > INT32_MAX)
-      return BadRequest(absl::StrFormat("--tokens: '%s' is not an integer token id", std::string(item)));
-    ids.push_back(int32_t(v));
-    at = end + 1;
-  }
-  return ids;
 }
 
 absl::StatusOr<RunResult> RunModel(const RunRequest& req,

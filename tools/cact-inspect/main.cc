@@ -6,6 +6,7 @@
 //   cact-inspect diff A B [--json]                 what a rebuild touched
 //   cact-inspect dump FILE --tensor NAME -o X.npy  dequantized tensor as .npy
 //   cact-inspect tokens FILE [--json]              tokenizer pieces
+//   cact-inspect --version
 #include <cstdio>
 #include <set>
 #include <string>
@@ -13,16 +14,18 @@
 
 #include "CLI/CLI.hpp"
 #include "tools/cact-inspect/commands.h"
+#include "tools/common/version.h"
 
 int main(int argc, char** argv) {
   // `cact-inspect FILE` is the summary command: make it explicit for CLI11.
   static const std::set<std::string> kCommands = {"info", "verify", "diff", "dump", "tokens"};
   std::vector<std::string> args(argv + 1, argv + argc);
-  bool wants_help = !args.empty() && (args[0] == "-h" || args[0] == "--help");
+  bool wants_help = !args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version");
   if (!args.empty() && !kCommands.count(args[0]) && !wants_help) args.insert(args.begin(), "info");
 
   CLI::App app{"cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
                "bits-per-weight accounting, checksums, validation, diffs)"};
+  app.set_version_flag("--version", cact::tools::VersionLine("cact-inspect"), "print the version line and exit");
   app.require_subcommand(1);
   cact::inspect::Options o;
 

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "formats/cact/writer.h"
+#include "lib/resources.h"
 #include "quant/rebuild_report.h"
 
 namespace cact::quant_tool {
@@ -44,17 +45,16 @@ int RunLora(const Options& o);
 int RunSynth(const Options& o);
 int RunDequant(const Options& o);
 
-// Seconds since the previous call (phase timing for the report).
+// Phase timing for the report: wall and process CPU seconds per phase, wall in total.
 class PhaseTimer {
  public:
-  double Lap();  // wall seconds since the previous Lap (or construction)
+  double Lap() { return lap_.Lap(); }  // wall seconds since the previous Lap (or construction)
   double CpuLap();  // process CPU seconds (all threads) since the previous CpuLap
-  double Total() const { return Now() - start_; }
+  double Total() const { return total_.Seconds(); }
 
  private:
-  static double Now();
-  static double Cpu();
-  double start_ = Now(), last_ = start_, last_cpu_ = Cpu();
+  Stopwatch total_, lap_;
+  double last_cpu_ = ProcessCpuSeconds();
 };
 
 // Shared output: progress line per tensor (stderr, unless --json/--quiet), the summary or

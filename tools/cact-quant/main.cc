@@ -7,11 +7,13 @@
 //   cact-quant lora BASE.cact --adapter A.safetensors [--adapter-config C.json] [--scale X] -o OUT.cact
 //   cact-quant synth --preset needle2 [--seed N] -o OUT.cact
 //   cact-quant dequant IN.cact -o WEIGHTS.safetensors       (the float weights to edit / fine-tune)
+//   cact-quant --version
 // Every subcommand takes --json; outputs ending in .zst are zstd-compressed.
 #include <string>
 
 #include "CLI/CLI.hpp"
 #include "tools/cact-quant/commands.h"
+#include "tools/common/version.h"
 
 namespace {
 
@@ -34,6 +36,7 @@ void CommonOutput(CLI::App* c, Options& o, bool needs_output = true) {
 
 int main(int argc, char** argv) {
   CLI::App app{"cact-quant: quantize float weights into .cact files, change widths, merge LoRA adapters"};
+  app.set_version_flag("--version", cact::tools::VersionLine("cact-quant"), "print the version line and exit");
   app.require_subcommand(1);
   Options o;
 

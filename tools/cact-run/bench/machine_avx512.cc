@@ -3,7 +3,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include "engine/kernels/machine_table.h"
+#include "tools/cact-run/bench/machine_table.h"
 
 namespace cact::kernels::internal {
 

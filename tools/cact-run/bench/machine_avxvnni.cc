@@ -1,17 +1,15 @@
 #include <immintrin.h>
 
-#include "engine/kernels/machine_table.h"
+#include "tools/cact-run/bench/machine_table.h"
 
 namespace cact::kernels::internal {
 
-// maddubs + madd + add: what the AVX2 kernel does per 32 multiply-adds.
-uint64_t DotLoopAvx2(uint64_t iters) {
+uint64_t DotLoopAvxVnni(uint64_t iters) {
   __m256i acc[8];
   for (auto& x : acc) x = _mm256_setzero_si256();
-  __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2), one = _mm256_set1_epi16(1);
+  __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
   for (uint64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < 8; ++k)
-      acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), one));
+    for (int k = 0; k < 8; ++k) acc[k] = _mm256_dpbusd_avx_epi32(acc[k], w, x);
     __asm__ volatile("" : "+x"(w));
   }
   __m256i s = acc[0];

@@ -1,9 +1,8 @@
-#include "engine/bench.h"
+#include "tools/cact-run/bench/bench.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,24 +15,22 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/bench_session.h"
+#include "tools/cact-run/bench/bench_session.h"
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"
-#include "engine/kernels/machine.h"
+#include "tools/cact-run/bench/machine.h"
 #include "lib/atomic_file.h"
 #include "lib/cpu_features.h"
 #include "lib/file_bytes.h"
+#include "lib/resources.h"
 #include "lib/sha256.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "tools/common/version.h"
 
 namespace cact {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Test {
   std::string name;
@@ -252,15 +249,15 @@ class Bench {
     f->Reset();
     std::vector<float> logits;
     if (test.prefill) {
-      const double t0 = Now();
+      const Stopwatch clock;
       CACT_RETURN_IF_ERROR(f->Feed(all.subspan(0, test.tokens), &logits, false));
-      return test.tokens / (Now() - t0);
+      return test.tokens / clock.Seconds();
     }
     if (test.depth) CACT_RETURN_IF_ERROR(f->Feed(all.subspan(0, test.depth), nullptr, false));
-    const double t0 = Now();
+    const Stopwatch clock;
     for (uint32_t i = 0; i < test.tokens; ++i)
       CACT_RETURN_IF_ERROR(f->Feed(all.subspan(test.depth + i, 1), &logits, false));
-    return test.tokens / (Now() - t0);
+    return test.tokens / clock.Seconds();
   }
 
   std::string Header() const {
@@ -490,6 +487,7 @@ absl::StatusOr<std::string> RunBench(const BenchOptions& options) {
 
 int BenchMain(int argc, char** argv) {
   CLI::App app{"cact-run bench: throughput of the forward paths side by side (llama-bench style)"};
+  app.set_version_flag("--version", tools::VersionLine("cact-run"), "print the version line and exit");
   BenchOptions o;
   std::string prompt = "256", depths = "0,256,1024,2048", threads = "1,2",
               arms = "fast,fast-int8,ref";
