@@ -35,7 +35,7 @@ absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std
   }
 #else
   if (path == "fast")
-    return absl::UnimplementedError("the fast path is not built yet; use --ref (--path ref)");
+    return absl::UnimplementedError("the fast path is not built yet; use the FP32 reference path");
 #endif
   return absl::InvalidArgumentError("unknown forward path '" + std::string(path) +
                                     "' (expected fast, ref or auto)");

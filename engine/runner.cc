@@ -11,6 +11,7 @@
 #include "lib/cpu_features.h"
 #include "lib/npy.h"
 #include "lib/resources.h"
+#include "lib/status.h"
 
 namespace cact {
 namespace {
@@ -27,11 +28,11 @@ struct Prompt {
 absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) {
   const int sources = int(req.tokens.has_value()) + int(req.prompt.has_value()) +
                       int(req.tools_json.has_value() || req.query.has_value());
-  if (sources == 0) return BadRequest("no prompt: give --tokens, -p TEXT, or --tools FILE --query TEXT");
-  if (sources > 1) return BadRequest("give only one of --tokens, -p and --tools/--query");
+  if (sources == 0) return BadRequest("no prompt: give token ids, a text prompt, or tool declarations with a query");
+  if (sources > 1) return BadRequest("give only one of token ids, a text prompt and tool declarations with a query");
   Prompt p;
   if (req.tokens) {
-    if (req.tokens->empty()) return BadRequest("--tokens is empty");
+    if (req.tokens->empty()) return BadRequest("the token id list is empty");
     p.ids = *req.tokens;
     return p;
   }
@@ -41,14 +42,13 @@ absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) 
     for (int32_t id : tok->Encode(*req.prompt)) p.ids.push_back(id);
     return p;
   }
-  if (!req.tools_json || !req.query) return BadRequest("--tools and --query go together");
+  if (!req.tools_json || !req.query) return BadRequest("tool declarations and a query go together");
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  auto chat = BuildChatPrompt(*tok, *req.tools_json, *req.query, system);
-  if (!chat.ok()) return chat.status();
-  p.ids = std::move(chat->ids);
+  CACT_ASSIGN_OR_RETURN(ChatPrompt chat, BuildChatPrompt(*tok, *req.tools_json, *req.query, system));
+  p.ids = std::move(chat.ids);
   p.chat = true;
-  p.tools_prefix = chat->tools_prefix;
+  p.tools_prefix = chat.tools_prefix;
   return p;
 }
 
@@ -81,7 +81,7 @@ class TextStream {
 absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model& model) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InvalidArgumentError("--dump-hidden: cannot create " + dir + ": " + ec.message());
+  if (ec) return absl::InvalidArgumentError("hidden-state dump: cannot create " + dir + ": " + ec.message());
   const std::vector<float>& h = fwd.hidden();
   return WriteNpy(dir + "/hidden.npy", h.data(),
                   {model.num_layers(), fwd.position(), model.d_model()});
@@ -106,22 +106,19 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
                                    const std::function<void(std::string_view)>& on_text) {
   RunResult r;
   Stopwatch clock;
-  auto model_or = Model::Open(req.model_path);
-  if (!model_or.ok()) return model_or.status();
-  const Model& model = **model_or;
+  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> model_ptr, Model::Open(req.model_path));
+  const Model& model = *model_ptr;
   r.timings.open_ms = clock.Millis();
 
   clock.Reset();
   std::optional<Tokenizer> tokenizer;
   if (auto t = Tokenizer::FromBytes(model.file().tokenizer_blob(), model.path()); t.ok())
     tokenizer = std::move(t).value();
-  auto prompt_or = BuildPrompt(req, tokenizer ? &*tokenizer : nullptr);
-  if (!prompt_or.ok()) return prompt_or.status();
-  const Prompt prompt = std::move(prompt_or).value();
+  CACT_ASSIGN_OR_RETURN(const Prompt prompt, BuildPrompt(req, tokenizer ? &*tokenizer : nullptr));
   r.timings.tokenize_ms = clock.Millis();
   r.prompt_ids = prompt.ids;
   r.timings.prompt_tokens = uint32_t(prompt.ids.size());
-  if (auto st = CheckFeed(model, 0, prompt.ids); !st.ok()) return st;
+  CACT_RETURN_IF_ERROR(CheckFeed(model, 0, prompt.ids));
 
   r.window = req.window.value_or(model.kv_window());
   r.sink = req.sink.value_or(prompt.chat ? prompt.tools_prefix : 0);
@@ -136,24 +133,19 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     clock.Reset();
     ForwardOptions ref_opt = opt;
     ref_opt.threads = ThreadsFor(req, "ref");
-    auto ref = MakeForwardPath(model, "ref", ref_opt);
-    if (!ref.ok()) return ref.status();
-    auto cand = MakeForwardPath(model, path, opt);
-    if (!cand.ok()) return cand.status();
+    CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> ref, MakeForwardPath(model, "ref", ref_opt));
+    CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> cand, MakeForwardPath(model, path, opt));
     r.timings.load_ms = r.timings.open_ms + clock.Millis();
-    r.path_name = (*cand)->name();
-    auto report = ValidateForwards(**ref, **cand, prompt.ids, req.validate_steps,
-                                   model.num_layers(), req.thresholds);
-    if (!report.ok()) return report.status();
-    r.validation = std::move(report).value();
+    r.path_name = cand->name();
+    CACT_ASSIGN_OR_RETURN(r.validation, ValidateForwards(*ref, *cand, prompt.ids, req.validate_steps,
+                                                         model.num_layers(), req.thresholds));
     r.timings.peak_rss_bytes = PeakRssBytes();
     return r;
   }
 
   clock.Reset();
-  auto fwd_or = MakeForwardPath(model, req.path, opt);
-  if (!fwd_or.ok()) return fwd_or.status();
-  Forward& fwd = **fwd_or;
+  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> fwd_ptr, MakeForwardPath(model, req.path, opt));
+  Forward& fwd = *fwd_ptr;
   r.path_name = fwd.name();
   r.timings.load_ms = r.timings.open_ms + clock.Millis();
 
@@ -161,12 +153,12 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   clock.Reset();
   std::vector<float> logits;
   const bool all_rows = !req.logits_path.empty() && !req.last_only;
-  if (auto st = fwd.Feed(prompt.ids, &logits, all_rows); !st.ok()) return st;
+  CACT_RETURN_IF_ERROR(fwd.Feed(prompt.ids, &logits, all_rows));
   r.timings.prefill_ms = clock.Millis();
   const size_t V = model.vocab();
   if (!req.logits_path.empty()) {
     const size_t rows = logits.size() / V;
-    if (auto st = WriteNpy(req.logits_path, logits.data(), {rows, V}); !st.ok()) return st;
+    CACT_RETURN_IF_ERROR(WriteNpy(req.logits_path, logits.data(), {rows, V}));
   }
 
   // Generation: the first token comes from the prefill logits, each later one needs a step.
@@ -185,7 +177,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     if (i + 1 == req.max_new_tokens || fwd.position() >= model.max_seq_len()) break;
     decode_clock.Reset();
     const int32_t tok[1] = {next};
-    if (auto st = fwd.Feed(tok, &last, false); !st.ok()) return st;
+    CACT_RETURN_IF_ERROR(fwd.Feed(tok, &last, false));
     r.timings.decode_ms += decode_clock.Millis();
     ++r.timings.decode_steps;
   }
@@ -193,14 +185,11 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   r.text = stream.text();
   r.timings.generated_tokens = uint32_t(r.generated_ids.size());
 
-  if (!req.dump_hidden_dir.empty())
-    if (auto st = WriteHidden(req.dump_hidden_dir, fwd, model); !st.ok()) return st;
+  if (!req.dump_hidden_dir.empty()) CACT_RETURN_IF_ERROR(WriteHidden(req.dump_hidden_dir, fwd, model));
   if (req.probes) {
     std::vector<int32_t> fed = prompt.ids;
     fed.insert(fed.end(), r.generated_ids.begin(), r.generated_ids.begin() + r.timings.decode_steps);
-    auto probes = ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0);
-    if (!probes.ok()) return probes.status();
-    r.probes = std::move(probes).value();
+    CACT_ASSIGN_OR_RETURN(r.probes, ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0));
   }
   r.timings.peak_rss_bytes = PeakRssBytes();
   return r;
