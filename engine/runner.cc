@@ -217,16 +217,11 @@ std::string TimingLine(const RunResult& r) {
 }
 
 std::string ResultJson(const RunResult& r) {
-  nlohmann::ordered_json j;
-  j["path"] = r.path_name;
-  j["threads"] = r.threads;
-  j["window"] = r.window;
-  j["sink"] = r.sink;
-  j["prompt_tokens"] = r.timings.prompt_tokens;
-  j["prompt_ids"] = r.prompt_ids;
-  j["generated_ids"] = r.generated_ids;
-  j["text"] = r.text;
   const RunTimings& t = r.timings;
+  nlohmann::ordered_json j = {{"path", r.path_name},         {"threads", r.threads},
+                              {"window", r.window},          {"sink", r.sink},
+                              {"prompt_tokens", t.prompt_tokens}, {"prompt_ids", r.prompt_ids},
+                              {"generated_ids", r.generated_ids}, {"text", r.text}};
   j["timings"] = {{"open_ms", t.open_ms},
                   {"load_ms", t.load_ms},
                   {"tokenize_ms", t.tokenize_ms},

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "formats/cact/writer.h"
+#include "quant/build.h"
 #include "lib/resources.h"
 #include "quant/rebuild_report.h"
 
@@ -63,6 +64,18 @@ class Reporter {
  public:
   explicit Reporter(const Options& o) : o_(o) {}
   void Tensor(size_t index, size_t total, const TensorOutcome& t) const;
+  // Tensor() as the callback the quant/ rebuilds take.
+  TensorCallback Progress() const {
+    return [this](size_t i, size_t n, const TensorOutcome& t) { Tensor(i, n, t); };
+  }
+  // The rebuild request fields every command sets from the common flags.
+  template <typename Request>
+  void Configure(Request* req) const {
+    req->rotation = o_.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
+    req->dry_run = o_.dry_run;
+  }
+  // The inputs are read: their time opens `command`'s report, the CPU clock restarts.
+  RebuildReport StartRebuild(const char* command, PhaseTimer* timer) const;
   int Finish(const RebuildReport& r) const;
   // The common tail: time the work, write the output (or only size it for --dry-run), print.
   int Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report, PhaseTimer* timer) const;

@@ -18,6 +18,14 @@ void Reporter::Tensor(size_t index, size_t total, const TensorOutcome& t) const 
   std::fprintf(stderr, "[%*zu/%zu] %s\n", width, index, total, ProgressLine(t).c_str());
 }
 
+RebuildReport Reporter::StartRebuild(const char* command, PhaseTimer* timer) const {
+  RebuildReport report;
+  report.command = command;
+  report.read_seconds = timer->Lap();
+  timer->CpuLap();
+  return report;
+}
+
 int Reporter::Finish(const RebuildReport& r) const {
   if (o_.json) {
     std::printf("%s\n", ReportJson(r).dump(1).c_str());

@@ -194,6 +194,20 @@ class Bench {
     double read_gbs = 0, int8_gmacs = 0;
   };
 
+  // The attention window the forward paths run with.
+  uint32_t Window() const { return o_.window >= 0 ? uint32_t(o_.window) : model_.kv_window(); }
+
+  // Calls row(test, threads, arm, samples) for every measured combination, in report order.
+  template <typename Row>
+  void ForEachResult(Row row) const {
+    for (const Test& test : tests_)
+      for (uint32_t t : o_.threads)
+        for (const std::string& arm : arms_) {
+          auto it = samples_.find({arm, t, test.name});
+          if (it != samples_.end()) row(test, t, arm, it->second);
+        }
+  }
+
   double FloorMs(uint32_t threads) const {
     const Limits& l = limits_.at(threads);
     const double mem = double(cost_.code_bytes) / (l.read_gbs * 1e9);
@@ -217,7 +231,7 @@ class Bench {
     if (it != paths_.end()) return it->second.get();
     ForwardOptions opt;
     opt.threads = int(threads);
-    opt.attn.window = o_.window >= 0 ? uint32_t(o_.window) : model_.kv_window();
+    opt.attn.window = Window();
     opt.attn.sink = o_.sink;
     std::unique_ptr<Forward> f;
     if (arm == "ref") {
@@ -268,20 +282,16 @@ class Bench {
         "window %d, sink %u; %u repetitions, arms alternated within each\n",
         o_.model_path, model_sha_, cpu.brand, kernels::IsaName(kernels::ActiveIsa()), SelfPath(),
         self_sha_, kBuildFlags, __VERSION__, cost_.code_bytes / 1e6, cost_.macs / 1e6,
-        o_.window >= 0 ? o_.window : int(model_.kv_window()), o_.sink, o_.reps);
+        int(Window()), o_.sink, o_.reps);
   }
 
   std::string Markdown() const {
     std::ostringstream s;
     s << Header() << "\n| arm | threads | test | t/s |\n|---|---:|---|---:|\n";
-    for (const Test& test : tests_)
-      for (uint32_t t : o_.threads)
-        for (const std::string& arm : arms_) {
-          auto it = samples_.find({arm, t, test.name});
-          if (it == samples_.end()) continue;
-          Stats st = Summarise(it->second);
-          s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
-        }
+    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
+      const Stats st = Summarise(v);
+      s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
+    });
     // Ratios of the fast arm to every other arm.
     std::vector<std::string> others;
     for (const std::string& a : arms_)
@@ -411,19 +421,15 @@ class Bench {
                     {"compiler", std::string("GCC ") + __VERSION__},
                     {"build_flags", kBuildFlags}};
     j["config"] = {{"reps", o_.reps}, {"gen", o_.gen},
-                   {"window", o_.window >= 0 ? o_.window : int(model_.kv_window())}, {"sink", o_.sink}};
+                   {"window", int(Window())}, {"sink", o_.sink}};
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (const Test& test : tests_)
-      for (uint32_t t : o_.threads)
-        for (const std::string& arm : arms_) {
-          auto it = samples_.find({arm, t, test.name});
-          if (it == samples_.end()) continue;
-          Stats st = Summarise(it->second);
-          rows.push_back({{"arm", arm}, {"threads", t}, {"test", test.name},
-                          {"kind", test.prefill ? "pp" : "tg"}, {"depth", test.depth},
-                          {"tokens", test.tokens}, {"mean_tps", st.mean}, {"stddev_tps", st.sd},
-                          {"samples", it->second}});
-        }
+    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
+      const Stats st = Summarise(v);
+      rows.push_back({{"arm", arm}, {"threads", t}, {"test", test.name},
+                      {"kind", test.prefill ? "pp" : "tg"}, {"depth", test.depth},
+                      {"tokens", test.tokens}, {"mean_tps", st.mean}, {"stddev_tps", st.sd},
+                      {"samples", v}});
+    });
     j["results"] = rows;
     nlohmann::ordered_json lim = nlohmann::ordered_json::array();
     for (uint32_t t : o_.threads)
