@@ -1,22 +1,16 @@
 #include <immintrin.h>
 
+#include "tools/cact-run/bench/machine_dot_loop.h"
 #include "tools/cact-run/bench/machine_table.h"
 
 namespace cact::kernels::internal {
 
 uint64_t DotLoopAvxVnni(uint64_t iters) {
-  __m256i acc[8];
-  for (auto& x : acc) x = _mm256_setzero_si256();
-  __m256i w = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-2);
-  for (uint64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < 8; ++k) acc[k] = _mm256_dpbusd_avx_epi32(acc[k], w, x);
-    __asm__ volatile("" : "+x"(w));
-  }
-  __m256i s = acc[0];
-  for (int k = 1; k < 8; ++k) s = _mm256_add_epi32(s, acc[k]);
-  volatile int32_t keep = _mm256_extract_epi32(s, 0);  // keeps every accumulator live
-  (void)keep;
-  return iters * 8 * 32;
+  return DotLoop(
+      iters, _mm256_setzero_si256(), _mm256_set1_epi8(3), _mm256_set1_epi8(-2),
+      [](__m256i acc, __m256i w, __m256i x) { return _mm256_dpbusd_avx_epi32(acc, w, x); },
+      [](__m256i a, __m256i b) { return _mm256_add_epi32(a, b); },
+      [](__m256i s) { volatile int32_t keep = _mm256_extract_epi32(s, 0); (void)keep; });
 }
 
 }  // namespace cact::kernels::internal
