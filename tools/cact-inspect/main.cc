@@ -12,9 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "tools/cact-inspect/commands.h"
-#include "tools/common/version.h"
+#include "tools/common/cli.h"
 
 int main(int argc, char** argv) {
   // `cact-inspect FILE` is the summary command: make it explicit for CLI11.
@@ -25,7 +24,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
                "bits-per-weight accounting, checksums, validation, diffs)"};
-  app.set_version_flag("--version", cact::tools::VersionLine("cact-inspect"), "print the version line and exit");
+  cact::tools::AddVersionFlag(app, "cact-inspect");
   app.require_subcommand(1);
   cact::inspect::Options o;
 
@@ -55,12 +54,8 @@ int main(int argc, char** argv) {
   tokens->add_option("file", o.file)->required();
   tokens->add_flag("--json", o.json, "JSON array");
 
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  if (auto code = cact::tools::ParseCommandLine(app, reversed)) return *code;
   if (*info) return cact::inspect::RunInfo(o);
   if (*verify) return cact::inspect::RunVerify(o);
   if (*diff) return cact::inspect::RunDiff(o);

@@ -17,12 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "tools/cact-run/bench/bench.h"
 #include "engine/runner.h"
+#include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
-#include "tools/common/version.h"
 
 namespace {
 
@@ -44,7 +43,7 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "bench") return cact::BenchMain(argc - 1, argv + 1);
   CLI::App app{"cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
                "generation, the Needle chat template, path validation, timings"};
-  app.set_version_flag("--version", cact::tools::VersionLine(kTool), "print the version line and exit");
+  cact::tools::AddVersionFlag(app, kTool);
   cact::RunRequest req;
   std::string tokens, tools_file, prompt, query, system, path = "auto";
   bool ref = false, json = false;
@@ -82,11 +81,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)");
   app.add_flag("--json", json, "print one JSON object (text, ids, timings, validation) on stdout");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
 
   req.path = ref ? "ref" : path;
   if (!tokens.empty()) {

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "engine/torchscript/bridge.h"
 #include "engine/torchscript/torch_module.h"
 #include "formats/cact/cact_file.h"
@@ -19,9 +18,9 @@
 #include "lib/resources.h"
 #include "nlohmann/json.hpp"
 #include "quant/scheme.h"
+#include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
-#include "tools/common/version.h"
 
 namespace {
 
@@ -132,7 +131,7 @@ int Run(const std::string& model_path, const std::string& tokens_text, std::opti
 
 int main(int argc, char** argv) {
   CLI::App app{"cact-torch: .cact <-> TorchScript / safetensors"};
-  app.set_version_flag("--version", tools::VersionLine(kTool), "print the version line and exit");
+  tools::AddVersionFlag(app, kTool);
   app.require_subcommand(1);
 
   std::string ex_in, ex_out, ex_format = "torchscript";
@@ -169,11 +168,7 @@ int main(int argc, char** argv) {
   bool run_json = false;
   run->add_flag("--json", run_json, "also print the timings as one JSON line on stdout");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (*ex) return Export(ex_in, ex_out, ex_format);
   if (*im) {
     if (!im_base.empty()) req.base = im_base;

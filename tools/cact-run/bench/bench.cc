@@ -11,7 +11,6 @@
 #include <random>
 #include <sstream>
 
-#include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -27,7 +26,7 @@
 #include "lib/sha256.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
-#include "tools/common/version.h"
+#include "tools/common/cli.h"
 
 namespace cact {
 namespace {
@@ -493,7 +492,7 @@ absl::StatusOr<std::string> RunBench(const BenchOptions& options) {
 
 int BenchMain(int argc, char** argv) {
   CLI::App app{"cact-run bench: throughput of the forward paths side by side (llama-bench style)"};
-  app.set_version_flag("--version", tools::VersionLine("cact-run"), "print the version line and exit");
+  tools::AddVersionFlag(app, "cact-run");
   BenchOptions o;
   std::string prompt = "256", depths = "0,256,1024,2048", threads = "1,2",
               arms = "fast,fast-int8,ref";
@@ -513,11 +512,7 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--session", o.session_tokens,
                  "positions of the fresh-process memory session (0: skip; capped at max_seq_len)");
   app.add_option("--svg", o.svg_out, "also write an SVG plot of decode tokens/s against depth");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (!ParseList(prompt, &o.prompt) || !ParseList(depths, &o.depths) ||
       !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms)) {
     std::fprintf(stderr, "cact-run bench: -p, -d, -t and --arms take comma-separated lists\n");
