@@ -18,12 +18,12 @@ uint64_t FastKvCacheBytes(const Geometry& g, const AttentionWindow& attn) {
 absl::Status CheckFastPathSupports(const Geometry& g, const AttentionWindow& attn) {
   auto refuse = [](const std::string& what) {
     return absl::UnimplementedError("the fast path does not support " + what +
-                                    "; run the FP32 reference path instead (--ref)");
+                                    "; run the FP32 reference path instead");
   };
   const uint64_t kv = FastKvCacheBytes(g, attn);
   if (kv > kFastMaxKvBytes)
     return refuse(absl::StrFormat("a %d MiB KV cache (window %d, sink %d, max_seq_len %d; at most %d MiB): "
-                                  "set a smaller --window",
+                                  "set a smaller attention window",
                                   kv >> 20, attn.window, attn.sink, g.max_seq_len, kFastMaxKvBytes >> 20));
   return absl::OkStatus();
 }

@@ -1,6 +1,5 @@
 #include "engine/runner.h"
 
-#include <charconv>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -12,6 +11,7 @@
 #include "lib/cpu_features.h"
 #include "lib/npy.h"
 #include "lib/resources.h"
+#include "lib/status.h"
 
 namespace cact {
 namespace {
@@ -28,11 +28,11 @@ struct Prompt {
 absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) {
   const int sources = int(req.tokens.has_value()) + int(req.prompt.has_value()) +
                       int(req.tools_json.has_value() || req.query.has_value());
-  if (sources == 0) return BadRequest("no prompt: give --tokens, -p TEXT, or --tools FILE --query TEXT");
-  if (sources > 1) return BadRequest("give only one of --tokens, -p and --tools/--query");
+  if (sources == 0) return BadRequest("no prompt: give token ids, a text prompt, or tool declarations with a query");
+  if (sources > 1) return BadRequest("give only one of token ids, a text prompt and tool declarations with a query");
   Prompt p;
   if (req.tokens) {
-    if (req.tokens->empty()) return BadRequest("--tokens is empty");
+    if (req.tokens->empty()) return BadRequest("the token id list is empty");
     p.ids = *req.tokens;
     return p;
   }
@@ -42,14 +42,13 @@ absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) 
     for (int32_t id : tok->Encode(*req.prompt)) p.ids.push_back(id);
     return p;
   }
-  if (!req.tools_json || !req.query) return BadRequest("--tools and --query go together");
+  if (!req.tools_json || !req.query) return BadRequest("tool declarations and a query go together");
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  auto chat = BuildChatPrompt(*tok, *req.tools_json, *req.query, system);
-  if (!chat.ok()) return chat.status();
-  p.ids = std::move(chat->ids);
+  CACT_ASSIGN_OR_RETURN(ChatPrompt chat, BuildChatPrompt(*tok, *req.tools_json, *req.query, system));
+  p.ids = std::move(chat.ids);
   p.chat = true;
-  p.tools_prefix = chat->tools_prefix;
+  p.tools_prefix = chat.tools_prefix;
   return p;
 }
 
@@ -82,7 +81,7 @@ class TextStream {
 absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model& model) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InvalidArgumentError("--dump-hidden: cannot create " + dir + ": " + ec.message());
+  if (ec) return absl::InvalidArgumentError("hidden-state dump: cannot create " + dir + ": " + ec.message());
   const std::vector<float>& h = fwd.hidden();
   return WriteNpy(dir + "/hidden.npy", h.data(),
                   {model.num_layers(), fwd.position(), model.d_model()});
@@ -103,46 +102,23 @@ double RunTimings::decode_tokens_per_s() const {
   return decode_ms > 0 ? decode_steps / (decode_ms / 1e3) : 0;
 }
 
-absl::StatusOr<std::vector<int32_t>> ParseTokenList(std::string_view list) {
-  std::vector<int32_t> ids;
-  size_t at = 0;
-  while (at <= list.size()) {
-    size_t end = list.find(',', at);
-    if (end == std::string_view::npos) end = list.size();
-    std::string_view item = list.substr(at, end - at);
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
-    int64_t v = 0;
-    auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
-    if (item.empty() || ec != std::errc() || p != item.data() + item.size() || v < INT32_MIN ||
-        v > INT32_MAX)
-      return BadRequest(absl::StrFormat("--tokens: '%s' is not an integer token id", std::string(item)));
-    ids.push_back(int32_t(v));
-    at = end + 1;
-  }
-  return ids;
-}
-
 absl::StatusOr<RunResult> RunModel(const RunRequest& req,
                                    const std::function<void(std::string_view)>& on_text) {
   RunResult r;
   Stopwatch clock;
-  auto model_or = Model::Open(req.model_path);
-  if (!model_or.ok()) return model_or.status();
-  const Model& model = **model_or;
+  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> model_ptr, Model::Open(req.model_path));
+  const Model& model = *model_ptr;
   r.timings.open_ms = clock.Millis();
 
   clock.Reset();
   std::optional<Tokenizer> tokenizer;
   if (auto t = Tokenizer::FromBytes(model.file().tokenizer_blob(), model.path()); t.ok())
     tokenizer = std::move(t).value();
-  auto prompt_or = BuildPrompt(req, tokenizer ? &*tokenizer : nullptr);
-  if (!prompt_or.ok()) return prompt_or.status();
-  const Prompt prompt = std::move(prompt_or).value();
+  CACT_ASSIGN_OR_RETURN(const Prompt prompt, BuildPrompt(req, tokenizer ? &*tokenizer : nullptr));
   r.timings.tokenize_ms = clock.Millis();
   r.prompt_ids = prompt.ids;
   r.timings.prompt_tokens = uint32_t(prompt.ids.size());
-  if (auto st = CheckFeed(model, 0, prompt.ids); !st.ok()) return st;
+  CACT_RETURN_IF_ERROR(CheckFeed(model, 0, prompt.ids));
 
   r.window = req.window.value_or(model.kv_window());
   r.sink = req.sink.value_or(prompt.chat ? prompt.tools_prefix : 0);
@@ -157,24 +133,19 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     clock.Reset();
     ForwardOptions ref_opt = opt;
     ref_opt.threads = ThreadsFor(req, "ref");
-    auto ref = MakeForwardPath(model, "ref", ref_opt);
-    if (!ref.ok()) return ref.status();
-    auto cand = MakeForwardPath(model, path, opt);
-    if (!cand.ok()) return cand.status();
+    CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> ref, MakeForwardPath(model, "ref", ref_opt));
+    CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> cand, MakeForwardPath(model, path, opt));
     r.timings.load_ms = r.timings.open_ms + clock.Millis();
-    r.path_name = (*cand)->name();
-    auto report = ValidateForwards(**ref, **cand, prompt.ids, req.validate_steps,
-                                   model.num_layers(), req.thresholds);
-    if (!report.ok()) return report.status();
-    r.validation = std::move(report).value();
+    r.path_name = cand->name();
+    CACT_ASSIGN_OR_RETURN(r.validation, ValidateForwards(*ref, *cand, prompt.ids, req.validate_steps,
+                                                         model.num_layers(), req.thresholds));
     r.timings.peak_rss_bytes = PeakRssBytes();
     return r;
   }
 
   clock.Reset();
-  auto fwd_or = MakeForwardPath(model, req.path, opt);
-  if (!fwd_or.ok()) return fwd_or.status();
-  Forward& fwd = **fwd_or;
+  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> fwd_ptr, MakeForwardPath(model, req.path, opt));
+  Forward& fwd = *fwd_ptr;
   r.path_name = fwd.name();
   r.timings.load_ms = r.timings.open_ms + clock.Millis();
 
@@ -182,12 +153,12 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   clock.Reset();
   std::vector<float> logits;
   const bool all_rows = !req.logits_path.empty() && !req.last_only;
-  if (auto st = fwd.Feed(prompt.ids, &logits, all_rows); !st.ok()) return st;
+  CACT_RETURN_IF_ERROR(fwd.Feed(prompt.ids, &logits, all_rows));
   r.timings.prefill_ms = clock.Millis();
   const size_t V = model.vocab();
   if (!req.logits_path.empty()) {
     const size_t rows = logits.size() / V;
-    if (auto st = WriteNpy(req.logits_path, logits.data(), {rows, V}); !st.ok()) return st;
+    CACT_RETURN_IF_ERROR(WriteNpy(req.logits_path, logits.data(), {rows, V}));
   }
 
   // Generation: the first token comes from the prefill logits, each later one needs a step.
@@ -206,7 +177,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     if (i + 1 == req.max_new_tokens || fwd.position() >= model.max_seq_len()) break;
     decode_clock.Reset();
     const int32_t tok[1] = {next};
-    if (auto st = fwd.Feed(tok, &last, false); !st.ok()) return st;
+    CACT_RETURN_IF_ERROR(fwd.Feed(tok, &last, false));
     r.timings.decode_ms += decode_clock.Millis();
     ++r.timings.decode_steps;
   }
@@ -214,14 +185,11 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   r.text = stream.text();
   r.timings.generated_tokens = uint32_t(r.generated_ids.size());
 
-  if (!req.dump_hidden_dir.empty())
-    if (auto st = WriteHidden(req.dump_hidden_dir, fwd, model); !st.ok()) return st;
+  if (!req.dump_hidden_dir.empty()) CACT_RETURN_IF_ERROR(WriteHidden(req.dump_hidden_dir, fwd, model));
   if (req.probes) {
     std::vector<int32_t> fed = prompt.ids;
     fed.insert(fed.end(), r.generated_ids.begin(), r.generated_ids.begin() + r.timings.decode_steps);
-    auto probes = ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0);
-    if (!probes.ok()) return probes.status();
-    r.probes = std::move(probes).value();
+    CACT_ASSIGN_OR_RETURN(r.probes, ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0));
   }
   r.timings.peak_rss_bytes = PeakRssBytes();
   return r;
@@ -249,16 +217,11 @@ std::string TimingLine(const RunResult& r) {
 }
 
 std::string ResultJson(const RunResult& r) {
-  nlohmann::ordered_json j;
-  j["path"] = r.path_name;
-  j["threads"] = r.threads;
-  j["window"] = r.window;
-  j["sink"] = r.sink;
-  j["prompt_tokens"] = r.timings.prompt_tokens;
-  j["prompt_ids"] = r.prompt_ids;
-  j["generated_ids"] = r.generated_ids;
-  j["text"] = r.text;
   const RunTimings& t = r.timings;
+  nlohmann::ordered_json j = {{"path", r.path_name},         {"threads", r.threads},
+                              {"window", r.window},          {"sink", r.sink},
+                              {"prompt_tokens", t.prompt_tokens}, {"prompt_ids", r.prompt_ids},
+                              {"generated_ids", r.generated_ids}, {"text", r.text}};
   j["timings"] = {{"open_ms", t.open_ms},
                   {"load_ms", t.load_ms},
                   {"tokenize_ms", t.tokenize_ms},

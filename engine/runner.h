@@ -80,7 +80,4 @@ std::string TimingLine(const RunResult& r);
 // The whole result as one JSON object.
 std::string ResultJson(const RunResult& r);
 
-// "2,17,40" -> ids (no range check; the forward checks against the vocabulary).
-absl::StatusOr<std::vector<int32_t>> ParseTokenList(std::string_view list);
-
 }  // namespace cact

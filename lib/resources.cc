@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace cact {
 
@@ -19,6 +20,12 @@ static uint64_t StatusField(const char* key) {
   }
   std::fclose(f);
   return kb * 1024;
+}
+
+double ProcessCpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
 uint64_t PeakRssBytes() { return StatusField("VmHWM:"); }

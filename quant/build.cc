@@ -123,7 +123,7 @@ absl::StatusOr<std::vector<uint8_t>> TokenizerBytes(const BuildRequest& req, con
     pieces = t.pieces.size();
     *source = "base file (bytes copied)";
   } else {
-    return absl::InvalidArgumentError("no tokenizer: pass --tokenizer FILE.model or --base BASE.cact");
+    return absl::InvalidArgumentError("no tokenizer: give a SentencePiece tokenizer model or a base .cact");
   }
   if (pieces != g.vocab)
     return absl::InvalidArgumentError(absl::StrFormat("the tokenizer from %s has %d pieces but the model's vocab is %d",

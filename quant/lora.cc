@@ -171,7 +171,7 @@ absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& st, const std::s
       return FileError(file, "metadata scale '" + it->second + "' is not a number");
     ad.scale_source = "adapter metadata 'scale'";
   } else {
-    return FileError(file, "no LoRA scale: pass --adapter-config adapter_config.json (PEFT) or --scale, or put "
+    return FileError(file, "no LoRA scale: give the PEFT adapter config (lora_alpha, r) or an explicit scale, or put "
                            "'scale' in the adapter's metadata");
   }
   if (!std::isfinite(ad.scale)) return FileError(file, "the LoRA scale is not finite");

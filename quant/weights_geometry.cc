@@ -203,7 +203,7 @@ absl::StatusOr<Geometry> InferGeometryFromShapes(const Safetensors& w, const std
     notes.push_back("engram sites 2,15");
   } else if (sites > 0) {
     return FileError(file, "the engram site layers cannot be inferred from shapes (not the released 27-layer, "
-                           "2-site geometry): pass --base or --config, or add 'config' to the metadata");
+                           "2-site geometry): give a base .cact or the official config, or add 'config' to the metadata");
   }
   if (assumed) *assumed = absl::StrJoin(notes, ", ");
   CACT_RETURN_IF_ERROR(ValidateGeometry(g, 0, file + " (shapes)"));
@@ -243,7 +243,7 @@ absl::StatusOr<WeightsModel> DescribeWeights(const Safetensors& w, const std::st
     if (end && *end == '\0' && v < (1u << 30)) header_window = uint32_t(v);
   }
   if (!config_json.empty()) {
-    CACT_ASSIGN_OR_RETURN(m.geometry, GeometryFromOfficialConfig(config_json, header_window, file + " --config"));
+    CACT_ASSIGN_OR_RETURN(m.geometry, GeometryFromOfficialConfig(config_json, header_window, file + " (official config)"));
     m.geometry_source = "--config";
   } else if (auto it = w.metadata.find("config"); it != w.metadata.end()) {
     CACT_ASSIGN_OR_RETURN(m.geometry, GeometryFromOfficialConfig(it->second, header_window, file + " metadata"));

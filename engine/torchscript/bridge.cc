@@ -40,7 +40,7 @@ absl::StatusOr<ReturnResult> PlanAndWrite(const CactFile& source, const Safetens
 
 absl::StatusOr<ReturnResult> ImportTorchScriptFile(const ImportRequest& req) {
   if (req.base) {
-    return FileError(req.input, "--base is for safetensors input; a cact-torch module carries its source");
+    return FileError(req.input, "a base .cact is for safetensors input only; a cact-torch module carries its source");
   }
   CACT_ASSIGN_OR_RETURN(ExportedModule m, ReadExportedModule(req.input));
   CACT_ASSIGN_OR_RETURN(
@@ -52,7 +52,7 @@ absl::StatusOr<ReturnResult> ImportTorchScriptFile(const ImportRequest& req) {
 
 absl::StatusOr<ReturnResult> ImportSafetensorsFile(const ImportRequest& req) {
   if (!req.base) {
-    return FileError(req.input, "safetensors input needs --base BASE.cact (the file it was exported from)");
+    return FileError(req.input, "safetensors input needs its base .cact (the file it was exported from)");
   }
   std::string path = fs::is_directory(req.input) ? (fs::path(req.input) / "model.safetensors").string()
                                                  : req.input;

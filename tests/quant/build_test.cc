@@ -337,7 +337,7 @@ TEST(BuildErrors, BadWeightsTokenizersAndBases) {
                  w.tensors.push_back(t);
                }),
                *tok, nullptr, "unexpected tensor 'lm_head'");
-  expect_error(*good, std::nullopt, nullptr, "no tokenizer: pass --tokenizer");
+  expect_error(*good, std::nullopt, nullptr, "no tokenizer: give a SentencePiece tokenizer model");
   expect_error(*good, *odd_tok, nullptr, "has 384 pieces but the model's vocab is 512");
   expect_error(edit([](Safetensors& w) { w.metadata["bits_map"] = "embedding=4,mhc=9,default=2"; }), *tok,
                nullptr, "metadata bits_map");

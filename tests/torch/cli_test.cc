@@ -43,6 +43,16 @@ TEST(CactTorchCli, ExportImportRoundTripAndRun) {
   EXPECT_LE(MaxRelErr(NpyData(dir / "l.npy"), NpyData(Fixture("odd", "logits_s0.npy"))), 1e-4);
 }
 
+// The --version line of every tool (tests/cli/version_cli_test.cc has the others).
+TEST(CactTorchCli, VersionIsOneLine) {
+  if (!ToolBuilt()) return;
+  CommandResult r = cact::testing::Run(Tool("cact-torch") + " --version");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.rfind("cact-torch ", 0), 0u) << r.output;
+  EXPECT_NE(r.output.find("; kernels built: scalar"), std::string::npos) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+}
+
 TEST(CactTorchCli, BadInputsExitTwoWithOneLine) {
   if (!ToolBuilt()) return;
   TempDir dir;

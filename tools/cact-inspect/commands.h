@@ -3,12 +3,18 @@
 #pragma once
 #include <string>
 
+#include "absl/status/status.h"
+
 namespace cact::inspect {
 
 struct Options {
   std::string file, file_b, sha256, tensor, output;
   bool json = false, markdown = false, no_tensors = false, all = false;
 };
+
+// Prints "cact-inspect: message" (tools/common/exit_code.h) and returns 2: every error of
+// these commands is bad input.
+int Fail(const absl::Status& status);
 
 int RunInfo(const Options& o);
 int RunVerify(const Options& o);

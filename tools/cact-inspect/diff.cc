@@ -24,20 +24,11 @@ static const char* StatusName(TensorDiff::Status s) {
 
 int RunDiff(const Options& o) {
   auto a = CactFile::Open(o.file);
-  if (!a.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(a.status().message()).c_str());
-    return 2;
-  }
+  if (!a.ok()) return Fail(a.status());
   auto b = CactFile::Open(o.file_b);
-  if (!b.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(b.status().message()).c_str());
-    return 2;
-  }
+  if (!b.ok()) return Fail(b.status());
   auto d = DiffFiles(*a, *b);
-  if (!d.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(d.status().message()).c_str());
-    return 2;
-  }
+  if (!d.ok()) return Fail(d.status());
   if (o.json) {
     nlohmann::ordered_json j;
     j["a"] = o.file;

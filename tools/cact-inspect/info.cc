@@ -140,10 +140,7 @@ void PrintAccounting(const Accounting& a, bool markdown) {
 
 int RunInfo(const Options& o) {
   auto file = CactFile::Open(o.file);
-  if (!file.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(file.status().message()).c_str());
-    return 2;
-  }
+  if (!file.ok()) return Fail(file.status());
   const CactFile& f = *file;
   std::string sha = Sha256Hex(f.bytes().span());
   std::string scheme = InferScheme(f);

@@ -6,23 +6,25 @@
 //   cact-inspect diff A B [--json]                 what a rebuild touched
 //   cact-inspect dump FILE --tensor NAME -o X.npy  dequantized tensor as .npy
 //   cact-inspect tokens FILE [--json]              tokenizer pieces
+//   cact-inspect --version
 #include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "tools/cact-inspect/commands.h"
+#include "tools/common/cli.h"
 
 int main(int argc, char** argv) {
   // `cact-inspect FILE` is the summary command: make it explicit for CLI11.
   static const std::set<std::string> kCommands = {"info", "verify", "diff", "dump", "tokens"};
   std::vector<std::string> args(argv + 1, argv + argc);
-  bool wants_help = !args.empty() && (args[0] == "-h" || args[0] == "--help");
+  bool wants_help = !args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version");
   if (!args.empty() && !kCommands.count(args[0]) && !wants_help) args.insert(args.begin(), "info");
 
   CLI::App app{"cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
                "bits-per-weight accounting, checksums, validation, diffs)"};
+  cact::tools::AddVersionFlag(app, "cact-inspect");
   app.require_subcommand(1);
   cact::inspect::Options o;
 
@@ -52,12 +54,8 @@ int main(int argc, char** argv) {
   tokens->add_option("file", o.file)->required();
   tokens->add_flag("--json", o.json, "JSON array");
 
-  try {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    app.parse(reversed);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  if (auto code = cact::tools::ParseCommandLine(app, reversed)) return *code;
   if (*info) return cact::inspect::RunInfo(o);
   if (*verify) return cact::inspect::RunVerify(o);
   if (*diff) return cact::inspect::RunDiff(o);

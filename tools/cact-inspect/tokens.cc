@@ -22,16 +22,10 @@ static const char* TypeName(PieceType t) {
 
 int RunTokens(const Options& o) {
   auto file = CactFile::Open(o.file);
-  if (!file.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(file.status().message()).c_str());
-    return 2;
-  }
+  if (!file.ok()) return Fail(file.status());
   const TensorEntry& raw = file->tensors().back();
   auto tok = ParseTokenizerBlob(file->tokenizer_blob(), o.file, raw.record.offset);
-  if (!tok.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(tok.status().message()).c_str());
-    return 2;
-  }
+  if (!tok.ok()) return Fail(tok.status());
   if (o.json) {
     nlohmann::ordered_json j;
     j["pad_id"] = tok->pad_id;

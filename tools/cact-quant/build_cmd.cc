@@ -41,8 +41,7 @@ int RunBuild(const Options& o) {
   req.keep = o.exact ? KeepPolicy::kExact : o.force_requantize ? KeepPolicy::kNever : KeepPolicy::kTolerance;
   if (o.keep_tolerance >= 0) req.keep_tolerance = o.keep_tolerance;
   req.kv_window = o.kv_window;
-  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
-  req.dry_run = o.dry_run;
+  rep.Configure(&req);
 
   absl::StatusOr<Safetensors> weights = ReadSafetensors(o.weights);
   if (!weights.ok()) return rep.Fail(weights.status());
@@ -67,12 +66,8 @@ int RunBuild(const Options& o) {
     req.config_json = *c;
   }
 
-  RebuildReport report;
-  report.command = "build";
-  report.read_seconds = timer.Lap();
-  timer.CpuLap();
-  absl::StatusOr<CactContents> contents =
-      BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  RebuildReport report = rep.StartRebuild("build", &timer);
+  const absl::StatusOr<CactContents> contents = BuildCact(req, &report, rep.Progress());
   return rep.Complete(contents, &report, &timer);
 }
 

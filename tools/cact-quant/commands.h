@@ -8,6 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "formats/cact/writer.h"
+#include "quant/build.h"
+#include "lib/resources.h"
 #include "quant/rebuild_report.h"
 
 namespace cact::quant_tool {
@@ -44,17 +46,16 @@ int RunLora(const Options& o);
 int RunSynth(const Options& o);
 int RunDequant(const Options& o);
 
-// Seconds since the previous call (phase timing for the report).
+// Phase timing for the report: wall and process CPU seconds per phase, wall in total.
 class PhaseTimer {
  public:
-  double Lap();  // wall seconds since the previous Lap (or construction)
+  double Lap() { return lap_.Lap(); }  // wall seconds since the previous Lap (or construction)
   double CpuLap();  // process CPU seconds (all threads) since the previous CpuLap
-  double Total() const { return Now() - start_; }
+  double Total() const { return total_.Seconds(); }
 
  private:
-  static double Now();
-  static double Cpu();
-  double start_ = Now(), last_ = start_, last_cpu_ = Cpu();
+  Stopwatch total_, lap_;
+  double last_cpu_ = ProcessCpuSeconds();
 };
 
 // Shared output: progress line per tensor (stderr, unless --json/--quiet), the summary or
@@ -63,6 +64,18 @@ class Reporter {
  public:
   explicit Reporter(const Options& o) : o_(o) {}
   void Tensor(size_t index, size_t total, const TensorOutcome& t) const;
+  // Tensor() as the callback the quant/ rebuilds take.
+  TensorCallback Progress() const {
+    return [this](size_t i, size_t n, const TensorOutcome& t) { Tensor(i, n, t); };
+  }
+  // The rebuild request fields every command sets from the common flags.
+  template <typename Request>
+  void Configure(Request* req) const {
+    req->rotation = o_.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
+    req->dry_run = o_.dry_run;
+  }
+  // The inputs are read: their time opens `command`'s report, the CPU clock restarts.
+  RebuildReport StartRebuild(const char* command, PhaseTimer* timer) const;
   int Finish(const RebuildReport& r) const;
   // The common tail: time the work, write the output (or only size it for --dry-run), print.
   int Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report, PhaseTimer* timer) const;

@@ -26,14 +26,9 @@ int RunLora(const Options& o) {
   LoraRequest req;
   req.base = &*base;
   req.adapter = &*adapter;
-  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
-  req.dry_run = o.dry_run;
-  RebuildReport report;
-  report.command = "lora";
-  report.read_seconds = timer.Lap();
-  timer.CpuLap();
-  absl::StatusOr<CactContents> contents =
-      MergeLora(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  rep.Configure(&req);
+  RebuildReport report = rep.StartRebuild("lora", &timer);
+  const absl::StatusOr<CactContents> contents = MergeLora(req, &report, rep.Progress());
   return rep.Complete(contents, &report, &timer);
 }
 

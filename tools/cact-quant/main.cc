@@ -7,11 +7,12 @@
 //   cact-quant lora BASE.cact --adapter A.safetensors [--adapter-config C.json] [--scale X] -o OUT.cact
 //   cact-quant synth --preset needle2 [--seed N] -o OUT.cact
 //   cact-quant dequant IN.cact -o WEIGHTS.safetensors       (the float weights to edit / fine-tune)
+//   cact-quant --version
 // Every subcommand takes --json; outputs ending in .zst are zstd-compressed.
 #include <string>
 
-#include "CLI/CLI.hpp"
 #include "tools/cact-quant/commands.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -34,6 +35,7 @@ void CommonOutput(CLI::App* c, Options& o, bool needs_output = true) {
 
 int main(int argc, char** argv) {
   CLI::App app{"cact-quant: quantize float weights into .cact files, change widths, merge LoRA adapters"};
+  cact::tools::AddVersionFlag(app, "cact-quant");
   app.require_subcommand(1);
   Options o;
 
@@ -86,11 +88,7 @@ int main(int argc, char** argv) {
   dequant->add_option("--dtype", o.dtype, "F32 (default; exact), F16 or BF16");
   dequant->add_flag("--json", o.json, "JSON summary");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
   if (*codebook) return cact::quant_tool::RunCodebook(o);
   if (*build) return cact::quant_tool::RunBuild(o);
   if (*requant) return cact::quant_tool::RunRequant(o);

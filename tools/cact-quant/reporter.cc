@@ -1,6 +1,4 @@
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 
 #include "absl/strings/str_format.h"
 #include "quant/build.h"
@@ -8,25 +6,9 @@
 
 namespace cact::quant_tool {
 
-double PhaseTimer::Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double PhaseTimer::Cpu() {
-  timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
 double PhaseTimer::CpuLap() {
-  const double now = Cpu(), d = now - last_cpu_;
+  const double now = ProcessCpuSeconds(), d = now - last_cpu_;
   last_cpu_ = now;
-  return d;
-}
-
-double PhaseTimer::Lap() {
-  const double now = Now(), d = now - last_;
-  last_ = now;
   return d;
 }
 
@@ -34,6 +16,14 @@ void Reporter::Tensor(size_t index, size_t total, const TensorOutcome& t) const 
   if (o_.json || o_.quiet) return;
   const int width = int(std::to_string(total).size());
   std::fprintf(stderr, "[%*zu/%zu] %s\n", width, index, total, ProgressLine(t).c_str());
+}
+
+RebuildReport Reporter::StartRebuild(const char* command, PhaseTimer* timer) const {
+  RebuildReport report;
+  report.command = command;
+  report.read_seconds = timer->Lap();
+  timer->CpuLap();
+  return report;
 }
 
 int Reporter::Finish(const RebuildReport& r) const {

@@ -15,14 +15,9 @@ int RunRequant(const Options& o) {
   req.input = &*in;
   req.scheme = *scheme;
   req.kv_window = o.kv_window;
-  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
-  req.dry_run = o.dry_run;
-  RebuildReport report;
-  report.command = "requant";
-  report.read_seconds = timer.Lap();
-  timer.CpuLap();
-  absl::StatusOr<CactContents> contents =
-      RequantCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  rep.Configure(&req);
+  RebuildReport report = rep.StartRebuild("requant", &timer);
+  const absl::StatusOr<CactContents> contents = RequantCact(req, &report, rep.Progress());
   return rep.Complete(contents, &report, &timer);
 }
 

@@ -29,14 +29,9 @@ int RunSynth(const Options& o) {
   req.tokenizer = std::move(*tokenizer);
   req.tokenizer_source = o.preset + " tokenizer (built in)";
   req.kv_window = o.kv_window;
-  req.rotation = o.exporter_rotation ? CqRotation::kExporter : CqRotation::kFwht;
-  req.dry_run = o.dry_run;
-  RebuildReport report;
-  report.command = "synth";
-  report.read_seconds = timer.Lap();
-  timer.CpuLap();
-  absl::StatusOr<CactContents> contents =
-      BuildCact(req, &report, [&](size_t i, size_t n, const TensorOutcome& t) { rep.Tensor(i, n, t); });
+  rep.Configure(&req);
+  RebuildReport report = rep.StartRebuild("synth", &timer);
+  const absl::StatusOr<CactContents> contents = BuildCact(req, &report, rep.Progress());
   if (!o.weights_out.empty()) report.notes.push_back("float weights written to " + o.weights_out);
   return rep.Complete(contents, &report, &timer);
 }

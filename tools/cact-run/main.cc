@@ -6,8 +6,10 @@
 //   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N]
 //   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [-o md|json]
+//   cact-run --version
 // Common: --ref / --path fast|ref|auto, -t THREADS, --dump-hidden DIR, --probes, --json.
-// Exit codes: 0 ok, 1 validation failed or internal error, 2 bad input.
+// Token lists: tools/common/token_list.h. Exit codes (tools/common/exit_code.h): 0 ok,
+// 1 validation failed or internal error, 2 bad input.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -15,16 +17,15 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
-#include "engine/bench.h"
+#include "tools/cact-run/bench/bench.h"
 #include "engine/runner.h"
+#include "tools/common/cli.h"
+#include "tools/common/exit_code.h"
+#include "tools/common/token_list.h"
 
 namespace {
 
-int Fail(int code, const std::string& what) {
-  std::fprintf(stderr, "cact-run: %s\n", what.c_str());
-  return code;
-}
+constexpr const char* kTool = "cact-run";
 
 bool ReadText(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);
@@ -38,10 +39,11 @@ bool ReadText(const std::string& path, std::string* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `cact-run bench MODEL ...`: engine/bench.h.
+  // `cact-run bench MODEL ...`: tools/cact-run/bench/bench.h.
   if (argc > 1 && std::string(argv[1]) == "bench") return cact::BenchMain(argc - 1, argv + 1);
   CLI::App app{"cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
                "generation, the Needle chat template, path validation, timings"};
+  cact::tools::AddVersionFlag(app, kTool);
   cact::RunRequest req;
   std::string tokens, tools_file, prompt, query, system, path = "auto";
   bool ref = false, json = false;
@@ -79,22 +81,19 @@ int main(int argc, char** argv) {
   app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)");
   app.add_flag("--json", json, "print one JSON object (text, ids, timings, validation) on stdout");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
 
   req.path = ref ? "ref" : path;
   if (!tokens.empty()) {
-    auto ids = cact::ParseTokenList(tokens);
-    if (!ids.ok()) return Fail(2, std::string(ids.status().message()));
+    auto ids = cact::tools::ParseTokenIds(tokens);
+    if (!ids.ok()) return cact::tools::ReportFailure(kTool, ids.status());
     req.tokens = std::move(ids).value();
   }
   if (!prompt.empty()) req.prompt = prompt;
   if (!tools_file.empty()) {
     std::string text;
-    if (!ReadText(tools_file, &text)) return Fail(2, tools_file + ": cannot read the tools file");
+    if (!ReadText(tools_file, &text))
+      return cact::tools::ReportFailure(kTool, absl::InvalidArgumentError(tools_file + ": cannot read the tools file"));
     req.tools_json = std::move(text);
   }
   if (!query.empty()) req.query = query;
@@ -110,10 +109,7 @@ int main(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
   });
-  if (!result.ok()) {
-    const auto code = result.status().code();
-    return Fail(code == absl::StatusCode::kInternal ? 1 : 2, std::string(result.status().message()));
-  }
+  if (!result.ok()) return cact::tools::ReportFailure(kTool, result.status());
   if (stream && !result->generated_ids.empty()) std::fputc('\n', stdout);
   if (json) {
     std::printf("%s\n", cact::ResultJson(*result).c_str());
@@ -128,5 +124,5 @@ int main(int argc, char** argv) {
     if (!result->probes->retrieval.empty())
       std::fprintf(stderr, "retrieval embedding: %zu values (L2-normalised)\n", result->probes->retrieval.size());
   }
-  return result->validation && !result->validation->ok() ? 1 : 0;
+  return result->validation && !result->validation->ok() ? cact::tools::kExitCheckFailed : cact::tools::kExitOk;
 }

@@ -3,40 +3,41 @@
 //   cact-torch export IN.cact -o MODEL.pt [--format torchscript|safetensors]
 //   cact-torch import MODEL.pt -o OUT.cact [--scheme S] [--force-requantize] [--base BASE.cact]
 //   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N] [-t N] [--json]
-// Every error prints one line on stderr and exits 2.
+//   cact-torch --version
+// Token lists: tools/common/token_list.h. Every error prints one line on stderr and exits 2.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "engine/torchscript/bridge.h"
 #include "engine/torchscript/torch_module.h"
 #include "formats/cact/cact_file.h"
 #include "lib/npy.h"
+#include "lib/resources.h"
 #include "nlohmann/json.hpp"
 #include "quant/scheme.h"
+#include "tools/common/cli.h"
+#include "tools/common/exit_code.h"
+#include "tools/common/token_list.h"
 
 namespace {
 
 using namespace cact;
 using namespace cact::torchscript;
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "cact-torch: %s\n", std::string(s.message()).c_str());
-  return 2;
-}
+constexpr const char* kTool = "cact-torch";
 
-double Seconds(std::chrono::steady_clock::time_point a) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+// cact-torch exits 2 on every error: a TorchScript call that fails on a loaded module is the
+// module's fault, never a check the user asked for.
+int Fail(const absl::Status& s) {
+  tools::PrintFailure(kTool, s);
+  return tools::kExitBadInput;
 }
 
 int Export(const std::string& in, const std::string& out, const std::string& format) {
-  auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch clock;
   auto file = CactFile::Open(in);
   if (!file.ok()) return Fail(file.status());
   if (format == "safetensors") {
@@ -47,7 +48,7 @@ int Export(const std::string& in, const std::string& out, const std::string& for
     if (absl::Status s = ExportTorchScript(*file, out); !s.ok()) return Fail(s);
     std::printf("wrote %s\n", out.c_str());
   }
-  std::printf("%zu tensors exported in %.2f s\n", file->tensors().size() - 1, Seconds(t0));
+  std::printf("%zu tensors exported in %.2f s\n", file->tensors().size() - 1, clock.Seconds());
   return 0;
 }
 
@@ -57,7 +58,7 @@ int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose
     if (!s.ok()) return Fail(s.status());
     req.options.scheme = *s;
   }
-  auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch clock;
   auto r = ImportToCact(req);
   if (!r.ok()) return Fail(r.status());
   if (json) {
@@ -76,47 +77,35 @@ int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose
     std::printf("%s\n", j.dump(1).c_str());
   } else {
     std::printf("%s", FormatReturnReport(*r, verbose).c_str());
-    std::printf("wrote %s in %.2f s\n", req.output.c_str(), Seconds(t0));
+    std::printf("wrote %s in %.2f s\n", req.output.c_str(), clock.Seconds());
   }
   return 0;
 }
 
-absl::StatusOr<std::vector<int64_t>> ParseTokens(const std::string& text) {
-  std::vector<int64_t> out;
-  for (absl::string_view piece : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    int64_t v;
-    if (!absl::SimpleAtoi(piece, &v) || v < 0) {
-      return absl::InvalidArgumentError("--tokens: '" + std::string(piece) + "' is not a token id");
-    }
-    out.push_back(v);
-  }
-  if (out.empty()) return absl::InvalidArgumentError("--tokens: no token ids");
-  return out;
-}
-
 int Run(const std::string& model_path, const std::string& tokens_text, std::optional<int64_t> window,
         int64_t sink, const std::string& logits_path, int warmup, int repeat, int threads, bool json) {
-  auto tokens = ParseTokens(tokens_text);
-  if (!tokens.ok()) return Fail(tokens.status());
+  auto ids = tools::ParseTokenIds(tokens_text);
+  if (!ids.ok()) return Fail(ids.status());
+  const std::vector<int64_t> tokens(ids->begin(), ids->end());
   if (threads > 0) TorchModel::SetThreads(threads);
-  auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch load_clock;
   auto model = TorchModel::Load(model_path);
   if (!model.ok()) return Fail(model.status());
-  const double load_s = Seconds(t0);
+  const double load_s = load_clock.Seconds();
   std::vector<double> times;
   absl::StatusOr<std::vector<float>> logits;
   // The TorchScript profiling executor specialises the graph during the first calls.
   for (int r = 0; r < warmup; ++r) {
-    logits = (*model)->Logits(*tokens, 1, window, sink);
+    logits = (*model)->Logits(tokens, 1, window, sink);
     if (!logits.ok()) return Fail(logits.status());
   }
   for (int r = 0; r < std::max(1, repeat); ++r) {
-    auto t1 = std::chrono::steady_clock::now();
-    logits = (*model)->Logits(*tokens, 1, window, sink);
+    const Stopwatch run_clock;
+    logits = (*model)->Logits(tokens, 1, window, sink);
     if (!logits.ok()) return Fail(logits.status());
-    times.push_back(Seconds(t1));
+    times.push_back(run_clock.Seconds());
   }
-  const size_t T = tokens->size();
+  const size_t T = tokens.size();
   const size_t vocab = logits->size() / T;
   if (!logits_path.empty()) {
     if (absl::Status s = WriteNpy(logits_path, logits->data(), {T, vocab}); !s.ok()) return Fail(s);
@@ -142,6 +131,7 @@ int Run(const std::string& model_path, const std::string& tokens_text, std::opti
 
 int main(int argc, char** argv) {
   CLI::App app{"cact-torch: .cact <-> TorchScript / safetensors"};
+  tools::AddVersionFlag(app, kTool);
   app.require_subcommand(1);
 
   std::string ex_in, ex_out, ex_format = "torchscript";
@@ -178,11 +168,7 @@ int main(int argc, char** argv) {
   bool run_json = false;
   run->add_flag("--json", run_json, "also print the timings as one JSON line on stdout");
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (*ex) return Export(ex_in, ex_out, ex_format);
   if (*im) {
     if (!im_base.empty()) req.base = im_base;

@@ -1,4 +1,4 @@
-// `cact-run bench` as a library (engine/bench.h) on the tiny fixture: every arm and test
+// `cact-run bench` as a library (tools/cact-run/bench/bench.h) on the tiny fixture: every arm and test
 // is measured (positive tokens/s), the report carries the machine limits, and bad
 // options are clear errors. (Timings are not checked: they depend on the machine.)
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/bench.h"
-#include "engine_test_util.h"
+#include "tools/cact-run/bench/bench.h"
+#include "support/test_support.h"
 
 namespace cact::testing {
 namespace {

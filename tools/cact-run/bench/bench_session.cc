@@ -1,4 +1,4 @@
-#include "engine/bench_session.h"
+#include "tools/cact-run/bench/bench_session.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,6 +4,7 @@
 // matrix-matrix products of a prefill chunk. Not a test: run by hand.
 //   cact-kernel-bench [--isa all|scalar|avx2|avxvnni|avx512] [--threads N] [--tokens N]
 //                     [--two-level 0|1]
+//   cact-kernel-bench --version
 // --two-level 1 uses the fast path's default numerics (two-level int8 activations, residual
 // codebooks for 3/4-bit); 0 (default) plain int8.
 #include <omp.h>
@@ -17,6 +18,7 @@
 
 #include "engine/kernels/cq_kernels.h"
 #include "lib/resources.h"
+#include "tools/common/version.h"
 
 using namespace cact::kernels;
 
@@ -55,6 +57,7 @@ struct Stage {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (cact::tools::HandleVersionArgument("cact-kernel-bench", argc, argv)) return 0;
   std::string isa_arg = "all";
   int threads = 1;
   uint32_t tokens = 64;

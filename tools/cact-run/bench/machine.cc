@@ -1,21 +1,17 @@
-#include "engine/kernels/machine.h"
+#include "tools/cact-run/bench/machine.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "engine/kernels/cq_kernels.h"
-#include "engine/kernels/machine_table.h"
+#include "tools/cact-run/bench/machine_table.h"
 #include "engine/kernels/team.h"
+#include "lib/resources.h"
 
 namespace cact::kernels {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 uint64_t ReadPassScalar(const uint8_t* p, size_t bytes) {
   uint64_t a = 0, b = 0;
@@ -47,7 +43,7 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
   Team team(threads);
   double best = 0;
   volatile uint64_t sink = 0;
-  const double end = Now() + seconds;
+  const Stopwatch elapsed;
   do {
     team.Run([&](uint32_t me, uint32_t nt) {
       RowRange r = RowSplit(uint32_t(bytes / 256), nt, me);  // 256-byte blocks
@@ -55,7 +51,7 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
       const size_t n = size_t(r.end - r.begin) * 256;
       sink = sink + (simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n));  // warm
     });
-    const double t0 = Now();
+    const Stopwatch pass_clock;
     const int passes = 8;
     team.Run([&](uint32_t me, uint32_t nt) {
       RowRange r = RowSplit(uint32_t(bytes / 256), nt, me);
@@ -65,8 +61,8 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
       for (int k = 0; k < passes; ++k) s += simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n);
       if (s == 42) sink = sink + 1;
     });
-    best = std::max(best, double(bytes) * passes / (Now() - t0) / 1e9);
-  } while (Now() < end);
+    best = std::max(best, double(bytes) * passes / pass_clock.Seconds() / 1e9);
+  } while (elapsed.Seconds() < seconds);
   return best;
 }
 
@@ -81,16 +77,16 @@ double MeasureInt8Throughput(uint32_t threads, double seconds) {
   }
   Team team(threads);
   double best = 0;
-  const double end = Now() + seconds;
+  const Stopwatch elapsed;
   do {
     std::vector<uint64_t> macs(threads, 0);
-    const double t0 = Now();
+    const Stopwatch run_clock;
     team.Run([&](uint32_t me, uint32_t) { macs[me] = loop(200000); });
-    const double dt = Now() - t0;
+    const double dt = run_clock.Seconds();
     uint64_t total = 0;
     for (uint64_t m : macs) total += m;
     best = std::max(best, double(total) / dt / 1e9);
-  } while (Now() < end);
+  } while (elapsed.Seconds() < seconds);
   return best;
 }
 

@@ -3,7 +3,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
-#include "engine/kernels/machine_table.h"
+#include "tools/cact-run/bench/machine_dot_loop.h"
+#include "tools/cact-run/bench/machine_table.h"
 
 namespace cact::kernels::internal {
 
@@ -21,18 +22,11 @@ uint64_t ReadPassAvx512(const uint8_t* p, size_t bytes) {
 }
 
 uint64_t DotLoopAvx512(uint64_t iters) {
-  __m512i acc[8];
-  for (auto& x : acc) x = _mm512_setzero_si512();
-  __m512i w = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-2);
-  for (uint64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < 8; ++k) acc[k] = _mm512_dpbusd_epi32(acc[k], w, x);
-    __asm__ volatile("" : "+v"(w));
-  }
-  __m512i s = acc[0];
-  for (int k = 1; k < 8; ++k) s = _mm512_add_epi32(s, acc[k]);
-  volatile int32_t keep = _mm512_reduce_add_epi32(s);  // keeps every accumulator live
-  (void)keep;
-  return iters * 8 * 64;
+  return DotLoop(
+      iters, _mm512_setzero_si512(), _mm512_set1_epi8(3), _mm512_set1_epi8(-2),
+      [](__m512i acc, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(acc, w, x); },
+      [](__m512i a, __m512i b) { return _mm512_add_epi32(a, b); },
+      [](__m512i s) { volatile int32_t keep = _mm512_reduce_add_epi32(s); (void)keep; });
 }
 
 }  // namespace cact::kernels::internal

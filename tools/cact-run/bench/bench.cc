@@ -1,9 +1,8 @@
-#include "engine/bench.h"
+#include "tools/cact-run/bench/bench.h"
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,28 +11,25 @@
 #include <random>
 #include <sstream>
 
-#include "CLI/CLI.hpp"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "engine/bench_session.h"
+#include "tools/cact-run/bench/bench_session.h"
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"
-#include "engine/kernels/machine.h"
+#include "tools/cact-run/bench/machine.h"
 #include "lib/atomic_file.h"
 #include "lib/cpu_features.h"
 #include "lib/file_bytes.h"
+#include "lib/resources.h"
 #include "lib/sha256.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "tools/common/cli.h"
 
 namespace cact {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Test {
   std::string name;
@@ -197,6 +193,20 @@ class Bench {
     double read_gbs = 0, int8_gmacs = 0;
   };
 
+  // The attention window the forward paths run with.
+  uint32_t Window() const { return o_.window >= 0 ? uint32_t(o_.window) : model_.kv_window(); }
+
+  // Calls row(test, threads, arm, samples) for every measured combination, in report order.
+  template <typename Row>
+  void ForEachResult(Row row) const {
+    for (const Test& test : tests_)
+      for (uint32_t t : o_.threads)
+        for (const std::string& arm : arms_) {
+          auto it = samples_.find({arm, t, test.name});
+          if (it != samples_.end()) row(test, t, arm, it->second);
+        }
+  }
+
   double FloorMs(uint32_t threads) const {
     const Limits& l = limits_.at(threads);
     const double mem = double(cost_.code_bytes) / (l.read_gbs * 1e9);
@@ -220,7 +230,7 @@ class Bench {
     if (it != paths_.end()) return it->second.get();
     ForwardOptions opt;
     opt.threads = int(threads);
-    opt.attn.window = o_.window >= 0 ? uint32_t(o_.window) : model_.kv_window();
+    opt.attn.window = Window();
     opt.attn.sink = o_.sink;
     std::unique_ptr<Forward> f;
     if (arm == "ref") {
@@ -252,15 +262,15 @@ class Bench {
     f->Reset();
     std::vector<float> logits;
     if (test.prefill) {
-      const double t0 = Now();
+      const Stopwatch clock;
       CACT_RETURN_IF_ERROR(f->Feed(all.subspan(0, test.tokens), &logits, false));
-      return test.tokens / (Now() - t0);
+      return test.tokens / clock.Seconds();
     }
     if (test.depth) CACT_RETURN_IF_ERROR(f->Feed(all.subspan(0, test.depth), nullptr, false));
-    const double t0 = Now();
+    const Stopwatch clock;
     for (uint32_t i = 0; i < test.tokens; ++i)
       CACT_RETURN_IF_ERROR(f->Feed(all.subspan(test.depth + i, 1), &logits, false));
-    return test.tokens / (Now() - t0);
+    return test.tokens / clock.Seconds();
   }
 
   std::string Header() const {
@@ -271,20 +281,16 @@ class Bench {
         "window %d, sink %u; %u repetitions, arms alternated within each\n",
         o_.model_path, model_sha_, cpu.brand, kernels::IsaName(kernels::ActiveIsa()), SelfPath(),
         self_sha_, kBuildFlags, __VERSION__, cost_.code_bytes / 1e6, cost_.macs / 1e6,
-        o_.window >= 0 ? o_.window : int(model_.kv_window()), o_.sink, o_.reps);
+        int(Window()), o_.sink, o_.reps);
   }
 
   std::string Markdown() const {
     std::ostringstream s;
     s << Header() << "\n| arm | threads | test | t/s |\n|---|---:|---|---:|\n";
-    for (const Test& test : tests_)
-      for (uint32_t t : o_.threads)
-        for (const std::string& arm : arms_) {
-          auto it = samples_.find({arm, t, test.name});
-          if (it == samples_.end()) continue;
-          Stats st = Summarise(it->second);
-          s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
-        }
+    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
+      const Stats st = Summarise(v);
+      s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
+    });
     // Ratios of the fast arm to every other arm.
     std::vector<std::string> others;
     for (const std::string& a : arms_)
@@ -414,19 +420,15 @@ class Bench {
                     {"compiler", std::string("GCC ") + __VERSION__},
                     {"build_flags", kBuildFlags}};
     j["config"] = {{"reps", o_.reps}, {"gen", o_.gen},
-                   {"window", o_.window >= 0 ? o_.window : int(model_.kv_window())}, {"sink", o_.sink}};
+                   {"window", int(Window())}, {"sink", o_.sink}};
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    for (const Test& test : tests_)
-      for (uint32_t t : o_.threads)
-        for (const std::string& arm : arms_) {
-          auto it = samples_.find({arm, t, test.name});
-          if (it == samples_.end()) continue;
-          Stats st = Summarise(it->second);
-          rows.push_back({{"arm", arm}, {"threads", t}, {"test", test.name},
-                          {"kind", test.prefill ? "pp" : "tg"}, {"depth", test.depth},
-                          {"tokens", test.tokens}, {"mean_tps", st.mean}, {"stddev_tps", st.sd},
-                          {"samples", it->second}});
-        }
+    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
+      const Stats st = Summarise(v);
+      rows.push_back({{"arm", arm}, {"threads", t}, {"test", test.name},
+                      {"kind", test.prefill ? "pp" : "tg"}, {"depth", test.depth},
+                      {"tokens", test.tokens}, {"mean_tps", st.mean}, {"stddev_tps", st.sd},
+                      {"samples", v}});
+    });
     j["results"] = rows;
     nlohmann::ordered_json lim = nlohmann::ordered_json::array();
     for (uint32_t t : o_.threads)
@@ -490,6 +492,7 @@ absl::StatusOr<std::string> RunBench(const BenchOptions& options) {
 
 int BenchMain(int argc, char** argv) {
   CLI::App app{"cact-run bench: throughput of the forward paths side by side (llama-bench style)"};
+  tools::AddVersionFlag(app, "cact-run");
   BenchOptions o;
   std::string prompt = "256", depths = "0,256,1024,2048", threads = "1,2",
               arms = "fast,fast-int8,ref";
@@ -509,11 +512,7 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--session", o.session_tokens,
                  "positions of the fresh-process memory session (0: skip; capped at max_seq_len)");
   app.add_option("--svg", o.svg_out, "also write an SVG plot of decode tokens/s against depth");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  }
+  if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (!ParseList(prompt, &o.prompt) || !ParseList(depths, &o.depths) ||
       !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms)) {
     std::fprintf(stderr, "cact-run bench: -p, -d, -t and --arms take comma-separated lists\n");

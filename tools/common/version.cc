@@ -1,0 +1,27 @@
+#include "tools/common/version.h"
+
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/kernels/cq_kernels.h"
+#include "tools/common/build_info.h"
+
+namespace cact::tools {
+
+std::string VersionLine(std::string_view tool) {
+  std::string runnable;
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvxVnni,
+                           kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi})
+    if (kernels::IsaSupported(isa)) absl::StrAppend(&runnable, runnable.empty() ? "" : " ", kernels::IsaName(isa));
+  return absl::StrFormat("%s %s (commit %s, %s; kernels built: %s; this CPU runs: %s)", tool,
+                         kBuildVersion, kBuildCommit, kBuildType, kBuildKernels, runnable);
+}
+
+bool HandleVersionArgument(std::string_view tool, int argc, char** argv) {
+  if (argc != 2 || std::string_view(argv[1]) != "--version") return false;
+  std::printf("%s\n", VersionLine(tool).c_str());
+  return true;
+}
+
+}  // namespace cact::tools
