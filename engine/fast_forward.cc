@@ -1,6 +1,9 @@
 // Fast forward path (see fast_forward.h). One chunk of tokens runs as one job of a
 // persistent thread team (kernels::Team): per-token work is shared out by token (decode:
 // repeated on every thread), matrix products by 16-row blocks, attention by KV head.
+// A layer is the reference's steps (reference_forward.cc, Layer) in the same order:
+// pre-mix, engram injection, attention, Hadamard MLP, post-mix; the two schedules
+// (DecodeLayer, PrefillLayer) call them with the barriers between.
 #include "engine/fast_forward.h"
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include "engine/activations.h"
 #include "engine/fast_matrix.h"
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops.h"
@@ -21,11 +25,14 @@ namespace cact {
 namespace {
 
 namespace kn = kernels;
+using fast::Activations;
 using fast::DecodeRow;
 using fast::FastMatrix;
 using fast::ReadAndDecodeRow;
 using fast::SharedInput;
 using fast::SplitRange;
+using fast::TokenBuffers;
+using fast::TokenView;
 
 struct FastLayer {
   FastMatrix q, k, v, gate, out;
@@ -68,24 +75,13 @@ void SinkhornFast(float* a, uint32_t m) {
   for (uint32_t i = 0; i < m * m; ++i) a[i] = float(p[i]);
 }
 
-// One token's working vectors. The prefill path points them into the chunk buffers; the
-// decode path gives each thread private copies of everything it computes redundantly.
-struct TokenView {
-  float *X, *nx;              // lane state and its rms_unit [m * d]
-  float *u, *bx, *h, *out;    // [d]
-  float *z;                   // Hadamard MLP scratch [hada_n]
-  float *q, *k, *v, *gate;    // [A], [K], [K], [A]
-  float *o;                   // attention output [A]
-  const float *pre, *post, *res;  // mHC projections, whole rows of phi (index l*m...)
-};
-
 class FastForward final : public Forward {
  public:
   FastForward(const Model& model, const ForwardOptions& options, const FastForwardOptions& fast)
       : m_(model), g_(model.geometry()), opt_(options),
         threads_(std::max(1, options.threads)), team_(uint32_t(threads_)),
-        kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len, 0) {
-    const uint32_t d = g_.d_model;
+        kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len, 0),
+        act_(g_, kFastPrefillChunk, uint32_t(threads_), model.engram_sites().size(), kv_.rows()) {
     const FastForwardOptions& lo = fast;
     embedding_ = FastMatrix(model.embedding(), lo);
     for (const LayerWeights& lw : model.layers()) {
@@ -132,20 +128,6 @@ class FastForward final : public Forward {
 
     inv_freq_ = ops::RopeInvFreq(g_.head_dim, g_.rope_theta);
     hist_len_ = (g_.engram_conv_taps > 0 ? (g_.engram_conv_taps - 1) * g_.engram_conv_dilation : 0) + 1;
-
-    const uint32_t C = kFastPrefillChunk, A = g_.attn_dim();
-    chunk_ = Buffers(C);
-    for (int i = 0; i < threads_; ++i) private_.push_back(Buffers(1));
-    mhc_out_.resize(size_t(C) * g_.num_layers * MhcRows());
-    o_.resize(size_t(C) * A);
-    out_.resize(size_t(C) * d);
-    eng_rows_.resize(size_t(C) * g_.num_engram_tables * g_.engram_sub_dim);
-    eng_k_.assign(engram_.size(), std::vector<float>(size_t(C) * d));
-    eng_v_.assign(size_t(threads_) * engram_.size(), std::vector<float>(size_t(C) * d));
-    eng_vraw_.assign(engram_.size(), std::vector<float>(size_t(C) * d));
-    rope_.resize(size_t(C) * g_.head_dim);
-    attn_scratch_.resize(size_t(threads_) * (g_.num_heads / std::max(1u, g_.num_kv_heads)) *
-                         (kv_.rows() + 16));
     Reset();
   }
 
@@ -153,15 +135,13 @@ class FastForward final : public Forward {
     tokens_.clear();
     kv_.Reset();
     eng_hist_.assign(engram_.size(), std::vector<float>(size_t(hist_len_) * g_.d_model, 0.f));
-    hidden_tld_.clear();
-    hidden_ltd_.clear();
+    hidden_.Clear();
   }
 
   absl::Status Feed(std::span<const int32_t> tokens, std::vector<float>* logits,
                     bool all_positions) override {
-    if (auto st = CheckFeed(m_, position(), tokens); !st.ok()) return st;
+    if (auto st = BeginFeed(m_, position(), tokens, logits, all_positions); !st.ok()) return st;
     const size_t n = tokens.size(), V = g_.vocab;
-    if (logits) logits->assign((all_positions ? n : (n ? 1 : 0)) * V, 0.0f);
     for (size_t i = 0; i < n; i += kFastPrefillChunk) {
       const uint32_t cn = uint32_t(std::min<size_t>(kFastPrefillChunk, n - i));
       const uint32_t p0 = position();
@@ -184,84 +164,34 @@ class FastForward final : public Forward {
   uint32_t position() const override { return uint32_t(tokens_.size()); }
 
   const std::vector<float>& hidden() const override {
-    const size_t T = tokens_.size(), L = g_.num_layers, d = g_.d_model;
-    if (hidden_ltd_.size() != hidden_tld_.size()) {
-      hidden_ltd_.resize(hidden_tld_.size());
-      for (size_t t = 0; t < T; ++t)
-        for (size_t l = 0; l < L; ++l)
-          std::memcpy(&hidden_ltd_[(l * T + t) * d], &hidden_tld_[(t * L + l) * d], d * sizeof(float));
-    }
-    return hidden_ltd_;
+    return hidden_.ByLayer(g_.num_layers, g_.d_model);
   }
 
   std::string name() const override { return "fast"; }
 
  private:
-  // Per-token vectors for `n` tokens (X, nx, u, bx, h, z, q, k, v, gate).
-  struct Buffers {
-    Buffers() = default;
-    explicit Buffers(uint32_t n) : n(n) {}
-    uint32_t n = 0;
-    std::vector<float> X, nx, u, bx, h, z, q, k, v, gate;
-  };
   // The prepared inputs of the matrix products (one set per thread for decode).
   struct Inputs {
     SharedInput mhc, attn, out, engram, logits;
   };
 
-  void Allocate(Buffers& b) const {
-    const size_t n = b.n, md = size_t(g_.mhc_lanes) * g_.d_model, d = g_.d_model;
-    b.X.resize(n * md);
-    b.nx.resize(n * md);
-    b.u.resize(n * d);
-    b.bx.resize(n * d);
-    b.h.resize(n * d);
-    b.z.resize(n * g_.hada_n);
-    b.q.resize(n * g_.attn_dim());
-    b.k.resize(n * g_.kv_dim());
-    b.v.resize(n * g_.kv_dim());
-    b.gate.resize(n * g_.attn_dim());
-  }
-
-  TokenView View(Buffers& b, uint32_t t, uint32_t l) {
-    const size_t md = size_t(g_.mhc_lanes) * g_.d_model, d = g_.d_model, m = g_.mhc_lanes;
-    const size_t A = g_.attn_dim(), K = g_.kv_dim();
-    if (b.X.empty()) Allocate(b);
-    TokenView v;
-    v.X = &b.X[t * md];
-    v.nx = &b.nx[t * md];
-    v.u = &b.u[t * d];
-    v.bx = &b.bx[t * d];
-    v.h = &b.h[t * d];
-    v.z = &b.z[t * size_t(g_.hada_n)];
-    v.q = &b.q[t * A];
-    v.k = &b.k[t * K];
-    v.v = &b.v[t * K];
-    v.gate = &b.gate[t * A];
-    v.o = &o_[t * A];
-    v.out = &out_[t * d];
-    v.pre = MhcOut(l) + t * MhcStride();  // this layer's rows [pre | post | res]
-    v.post = v.pre + m;
-    v.res = v.post + m;
-    return v;
-  }
-
   // Tokens p0 .. p0+n-1 (already appended to tokens_); logits of chunk tokens >= first go
   // to `logits` (row t - first), if not null.
   void RunChunk(uint32_t p0, uint32_t n, uint32_t first, float* logits) {
     const uint32_t L = g_.num_layers;
-    if (opt_.keep_hidden) hidden_tld_.resize(size_t(p0 + n) * L * g_.d_model);
-    if (chunk_.X.empty()) Allocate(chunk_);
-    for (Buffers& b : private_) if (b.X.empty()) Allocate(b);
+    if (opt_.keep_hidden) hidden_.by_position().resize(size_t(p0 + n) * L * g_.d_model);
+    act_.AllocateTokenBuffers();
     RopeTable(p0, n);
     if (n > 1) {
       Inputs& in = inputs_[0];
       const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim();
-      in.mhc.Begin(chunk_.nx.data(), n, md, md);
-      in.attn.Begin(chunk_.h.data(), n, d, d);
-      in.out.Begin(o_.data(), n, A, A);
-      in.engram.Begin(eng_rows_.data(), n, EngramIn(), EngramIn());
-      if (logits) in.logits.Begin(chunk_.h.data(), n - first, d, d);
+      TokenBuffers& b = act_.chunk;
+      in.mhc.Begin(b.nx.data(), n, md, md);
+      in.attn.Begin(b.h.data(), n, d, d);
+      in.out.Begin(act_.o.data(), n, A, A);
+      in.engram.Begin(act_.eng_rows.data(), n, EngramIn(), EngramIn());
+      // The final norm of token t goes to its own h row (free after its post-mix).
+      if (logits) in.logits.Begin(b.h.data() + size_t(first) * d, n - first, d, d);
     }
     team_.Run([&](uint32_t me, uint32_t nt) {
       if (n == 1) Decode(p0, me, nt, logits);
@@ -271,57 +201,23 @@ class FastForward final : public Forward {
     const uint32_t d = g_.d_model;
     for (size_t s = 0; s < engram_.size(); ++s)
       for (uint32_t t = n > hist_len_ ? n - hist_len_ : 0; t < n; ++t)
-        std::memcpy(&eng_hist_[s][size_t((p0 + t) % hist_len_) * d], &eng_vraw_[s][size_t(t) * d],
-                    d * sizeof(float));
+        std::memcpy(&eng_hist_[s][size_t((p0 + t) % hist_len_) * d],
+                    &act_.eng_vraw[s][size_t(t) * d], d * sizeof(float));
   }
 
-  // ---- decode: one token; every thread computes the cheap per-token work redundantly in
-  // private buffers, so a layer needs only three barriers (after the mHC projections, the
-  // attention heads and out_proj).
+  // ---- decode: one token. Every thread repeats the per-token work in its private
+  // buffers and takes a share of the products and KV heads, so a layer needs three
+  // barriers: sharing that work (~0.2 ms of a ~0.85 ms token) would add four barriers per
+  // layer, and the waits already cost ~6 % per thread at three (docs/benchmarks.md,
+  // decode profile).
   void Decode(uint32_t pos, uint32_t me, uint32_t nt, float* logits) {
-    Buffers& b = private_[me];
+    TokenBuffers& b = act_.priv[me];
     Inputs& in = inputs_[me];
-    const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim(), K = g_.kv_dim();
-    const uint32_t hd = g_.head_dim, KVH = g_.num_kv_heads, per_kv = g_.num_heads / KVH;
+    const uint32_t d = g_.d_model;
     EmbedToken(pos, b.X.data());
     std::vector<const float*> ev(engram_.size());
-    for (size_t s = 0; s < engram_.size(); ++s) {
-      GatherEngramRows(s, pos, eng_rows_private(me));
-      in.engram.Prepare(eng_rows_private(me), 1, EngramIn(), EngramIn());
-      Products(in.engram, engram_[s].key, 0, d, 1, eng_k_[s].data(), me, nt);
-      Products(in.engram, engram_[s].value, 0, d, 1, eng_vraw_[s].data(), me, nt);
-      team_.Barrier();
-      float* v = eng_v_[me * engram_.size() + s].data();
-      EngramConv(s, pos, pos, v);
-      ev[s] = v;
-    }
-    const uint32_t h0 = KVH * me / nt, h1 = KVH * (me + 1) / nt;
-    for (uint32_t l = 0; l < g_.num_layers; ++l) {
-      const FastLayer& fl = layers_[l];
-      TokenView tv = View(b, 0, l);
-      ops::RmsUnit(tv.X, md, tv.nx);
-      in.mhc.Prepare(tv.nx, 1, md, md);
-      MhcProducts(in.mhc, l, 1, me, nt);
-      team_.Barrier();
-      const int site = m_.layer(l).engram_site;
-      MixIn(l, tv, site >= 0 ? &eng_k_[site][0] : nullptr, site >= 0 ? ev[site] : nullptr);
-      in.attn.Prepare(tv.h, 1, d, d);
-      // This thread's KV heads: their query/gate rows, key/value rows and attention.
-      const uint32_t qa = h0 * per_kv * hd, qb = h1 * per_kv * hd;
-      in.attn.Apply(fl.q, 1, qa, qb, tv.q, A);
-      in.attn.Apply(fl.gate, 1, qa, qb, tv.gate, A);
-      in.attn.Apply(fl.k, 1, h0 * hd, h1 * hd, tv.k, K);
-      in.attn.Apply(fl.v, 1, h0 * hd, h1 * hd, tv.v, K);
-      for (uint32_t kvh = h0; kvh < h1; ++kvh) {
-        StoreKv(l, kvh, pos, 0, tv);
-        AttendHeads(l, kvh, pos, 0, tv, me);
-      }
-      team_.Barrier();
-      in.out.Prepare(o_.data(), 1, A, A);
-      Products(in.out, fl.out, 0, d, 1, out_.data(), me, nt);
-      team_.Barrier();
-      PostMix(l, tv, opt_.keep_hidden && me == 0 ? HiddenRow(pos, l) : nullptr);
-    }
+    for (size_t s = 0; s < engram_.size(); ++s) ev[s] = DecodeEngramMemory(s, pos, in, me, nt);
+    for (uint32_t l = 0; l < g_.num_layers; ++l) DecodeLayer(l, pos, in, ev, me, nt);
     if (logits) {
       float* y = b.h.data();
       LaneMean(b.X.data(), y);
@@ -331,80 +227,161 @@ class FastForward final : public Forward {
     }
   }
 
-  // ---- prefill: a chunk of tokens; per-token work shared out by token (strided), matrix
-  // products by 16-row blocks, attention by KV head; each input is prepared token by
-  // token right where it is computed. Seven barriers per layer.
-  void Prefill(uint32_t p0, uint32_t n, uint32_t first, float* logits, uint32_t me, uint32_t nt) {
-    Buffers& b = chunk_;
-    Inputs& in = inputs_[0];
+  // Site s's key (shared: eng_k) and convolved value (this thread's eng_v slot, returned)
+  // of token pos. One barrier.
+  const float* DecodeEngramMemory(size_t s, uint32_t pos, Inputs& in, uint32_t me, uint32_t nt) {
+    const uint32_t d = g_.d_model;
+    float* rows = act_.EngramRowsOf(me);
+    GatherEngramRows(s, pos, rows);
+    in.engram.Prepare(rows, 1, EngramIn(), EngramIn());
+    Products(in.engram, engram_[s].key, 0, d, 1, act_.eng_k[s].data(), me, nt);
+    Products(in.engram, engram_[s].value, 0, d, 1, act_.eng_vraw[s].data(), me, nt);
+    team_.Barrier();
+    float* v = act_.eng_v[me * engram_.size() + s].data();
+    EngramConv(s, pos, pos, v);
+    return v;
+  }
+
+  void DecodeLayer(uint32_t l, uint32_t pos, Inputs& in, const std::vector<const float*>& ev,
+                   uint32_t me, uint32_t nt) {
     const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim();
-    const uint32_t KVH = g_.num_kv_heads;
+    TokenView tv = act_.View(act_.priv[me], 0, l);
+    // Pre-mix: nx, this thread's share of the mHC projections | u.
+    PreMixNx(tv);
+    in.mhc.Prepare(tv.nx, 1, md, md);
+    PreMixProjections(in.mhc, l, 1, me, nt);
+    team_.Barrier();
+    PreMixU(l, tv);
+    const int site = m_.layer(l).engram_site;
+    if (site >= 0) EngramInject(tv, &act_.eng_k[site][0], ev[site]);
+    // Attention: norm_in, this thread's KV heads | out_proj's share | gated residual.
+    AttentionIn(l, tv);
+    in.attn.Prepare(tv.h, 1, d, d);
+    DecodeAttentionHeads(l, pos, in, tv, me, nt);
+    team_.Barrier();
+    in.out.Prepare(act_.o.data(), 1, A, A);
+    Products(in.out, layers_[l].out, 0, d, 1, act_.out.data(), me, nt);
+    team_.Barrier();
+    AttentionOut(l, tv);
+    HadamardMlp(l, tv);
+    PostMix(l, tv, opt_.keep_hidden && me == 0 ? HiddenRow(pos, l) : nullptr);
+  }
+
+  // Decode's share of the attention: the query/gate/key/value rows of this thread's KV
+  // heads, then their key/value stores and attention (no other thread reads those rows).
+  void DecodeAttentionHeads(uint32_t l, uint32_t pos, Inputs& in, TokenView& tv, uint32_t me,
+                            uint32_t nt) {
+    const FastLayer& fl = layers_[l];
+    const uint32_t A = g_.attn_dim(), K = g_.kv_dim();
+    const uint32_t hd = g_.head_dim, KVH = g_.num_kv_heads, per_kv = g_.num_heads / KVH;
+    const uint32_t h0 = KVH * me / nt, h1 = KVH * (me + 1) / nt;
+    const uint32_t qa = h0 * per_kv * hd, qb = h1 * per_kv * hd;
+    in.attn.Apply(fl.q, 1, qa, qb, tv.q, A);
+    in.attn.Apply(fl.gate, 1, qa, qb, tv.gate, A);
+    in.attn.Apply(fl.k, 1, h0 * hd, h1 * hd, tv.k, K);
+    in.attn.Apply(fl.v, 1, h0 * hd, h1 * hd, tv.v, K);
+    for (uint32_t kvh = h0; kvh < h1; ++kvh) {
+      StoreKv(l, kvh, pos, 0, tv);
+      AttendHeads(l, kvh, pos, 0, tv, me);
+    }
+  }
+
+  // ---- prefill: a chunk of tokens. Per-token work is shared out by token (strided),
+  // products by 16-row blocks, attention by KV head; each input is prepared token by
+  // token right where it is computed. Seven barriers per layer: repeating the chunk's
+  // per-token work on every thread, as decode does, would repeat up to 16 tokens of it
+  // (the bulk of prefill's time outside the products and attention, docs/benchmarks.md,
+  // prefill profile).
+  void Prefill(uint32_t p0, uint32_t n, uint32_t first, float* logits, uint32_t me, uint32_t nt) {
+    Inputs& in = inputs_[0];
     for (uint32_t t = me; t < n; t += nt) {
-      EmbedToken(p0 + t, &b.X[size_t(t) * md]);
-      ops::RmsUnit(&b.X[size_t(t) * md], md, &b.nx[size_t(t) * md]);
+      TokenView tv = act_.View(act_.chunk, t, 0);
+      EmbedToken(p0 + t, tv.X);
+      PreMixNx(tv);
       in.mhc.PrepareToken(t);
     }
+    PrefillEngramMemory(p0, n, in, me, nt);
+    team_.Barrier();
+    for (uint32_t l = 0; l < g_.num_layers; ++l) PrefillLayer(l, p0, n, first, logits, in, me, nt);
+    if (logits) Products(in.logits, embedding_, 0, g_.vocab, n - first, logits, me, nt);
+  }
+
+  // Every site's keys (eng_k) and convolved values (eng_v) of the chunk's tokens.
+  void PrefillEngramMemory(uint32_t p0, uint32_t n, Inputs& in, uint32_t me, uint32_t nt) {
+    const uint32_t d = g_.d_model;
     for (size_t s = 0; s < engram_.size(); ++s) {
       for (uint32_t t = me; t < n; t += nt) {
-        GatherEngramRows(s, p0 + t, &eng_rows_[size_t(t) * EngramIn()]);
+        GatherEngramRows(s, p0 + t, &act_.eng_rows[size_t(t) * EngramIn()]);
         in.engram.PrepareToken(t);
       }
       team_.Barrier();
-      Products(in.engram, engram_[s].key, 0, d, n, eng_k_[s].data(), me, nt);
-      Products(in.engram, engram_[s].value, 0, d, n, eng_vraw_[s].data(), me, nt);
+      Products(in.engram, engram_[s].key, 0, d, n, act_.eng_k[s].data(), me, nt);
+      Products(in.engram, engram_[s].value, 0, d, n, act_.eng_vraw[s].data(), me, nt);
       team_.Barrier();
-      for (uint32_t t = me; t < n; t += nt) EngramConv(s, p0, p0 + t, &eng_v_[s][size_t(t) * d]);
-      // (the next site's gather writes eng_rows_, read by this site's products: both
+      for (uint32_t t = me; t < n; t += nt)
+        EngramConv(s, p0, p0 + t, &act_.eng_v[s][size_t(t) * d]);
+      // (the next site's gather writes eng_rows, read by this site's products: both
       // finished before the barrier above)
     }
+  }
+
+  void PrefillLayer(uint32_t l, uint32_t p0, uint32_t n, uint32_t first, float* logits,
+                    Inputs& in, uint32_t me, uint32_t nt) {
+    TokenBuffers& b = act_.chunk;
+    const FastLayer& fl = layers_[l];
+    const uint32_t d = g_.d_model, A = g_.attn_dim(), K = g_.kv_dim(), KVH = g_.num_kv_heads;
+    // Pre-mix: the mHC projections (nx prepared by the embedding or the previous layer).
+    PreMixProjections(in.mhc, l, n, me, nt);
     team_.Barrier();
-    for (uint32_t l = 0; l < g_.num_layers; ++l) {
-      const FastLayer& fl = layers_[l];
-      MhcProducts(in.mhc, l, n, me, nt);
-      team_.Barrier();
-      const int site = m_.layer(l).engram_site;
-      for (uint32_t t = me; t < n; t += nt) {
-        TokenView tv = View(b, t, l);
-        MixIn(l, tv, site >= 0 ? &eng_k_[site][size_t(t) * d] : nullptr,
-              site >= 0 ? &eng_v_[site][size_t(t) * d] : nullptr);
-        in.attn.PrepareToken(t);
-      }
-      team_.Barrier();
-      Products(in.attn, fl.q, 0, A, n, b.q.data(), me, nt);
-      Products(in.attn, fl.k, 0, g_.kv_dim(), n, b.k.data(), me, nt);
-      Products(in.attn, fl.v, 0, g_.kv_dim(), n, b.v.data(), me, nt);
-      Products(in.attn, fl.gate, 0, A, n, b.gate.data(), me, nt);
-      team_.Barrier();
-      // Attention by KV head, token by token: store the token's key/value, then attend
-      // (so the ring never holds more than the window).
-      for (uint32_t kvh = KVH * me / nt; kvh < KVH * (me + 1) / nt; ++kvh)
-        for (uint32_t t = 0; t < n; ++t) {
-          TokenView tv = View(b, t, l);
-          StoreKv(l, kvh, p0 + t, t, tv);
-          AttendHeads(l, kvh, p0 + t, t, tv, me);
-        }
-      team_.Barrier();
-      for (uint32_t t = me; t < n; t += nt) in.out.PrepareToken(t);
-      team_.Barrier();
-      Products(in.out, fl.out, 0, d, n, out_.data(), me, nt);
-      team_.Barrier();
-      const bool last = l + 1 == g_.num_layers;
-      for (uint32_t t = me; t < n; t += nt) {
-        TokenView tv = View(b, t, l);
-        PostMix(l, tv, opt_.keep_hidden ? HiddenRow(p0 + t, l) : nullptr);
-        if (!last) {
-          ops::RmsUnit(tv.X, md, tv.nx);
-          in.mhc.PrepareToken(t);
-        } else if (logits && t >= first) {
-          float* y = &b.h[size_t(t - first) * d];  // h is free after the last layer
-          LaneMean(tv.X, y);
-          ops::Zcn(y, m_.final_norm().data(), d, y);
-          in.logits.PrepareToken(t - first);
-        }
-      }
-      team_.Barrier();
+    // Pre-mix u, engram injection, attention's norm_in, by token.
+    const int site = m_.layer(l).engram_site;
+    for (uint32_t t = me; t < n; t += nt) {
+      TokenView tv = act_.View(b, t, l);
+      PreMixU(l, tv);
+      if (site >= 0)
+        EngramInject(tv, &act_.eng_k[site][size_t(t) * d], &act_.eng_v[site][size_t(t) * d]);
+      AttentionIn(l, tv);
+      in.attn.PrepareToken(t);
     }
-    if (logits) Products(in.logits, embedding_, 0, g_.vocab, n - first, logits, me, nt);
+    team_.Barrier();
+    // Attention: q/k/v/gate | heads | out_proj's input | out_proj.
+    Products(in.attn, fl.q, 0, A, n, b.q.data(), me, nt);
+    Products(in.attn, fl.k, 0, K, n, b.k.data(), me, nt);
+    Products(in.attn, fl.v, 0, K, n, b.v.data(), me, nt);
+    Products(in.attn, fl.gate, 0, A, n, b.gate.data(), me, nt);
+    team_.Barrier();
+    // By KV head, token by token: store the token's key/value, then attend (so the ring
+    // never holds more than the window).
+    for (uint32_t kvh = KVH * me / nt; kvh < KVH * (me + 1) / nt; ++kvh)
+      for (uint32_t t = 0; t < n; ++t) {
+        TokenView tv = act_.View(b, t, l);
+        StoreKv(l, kvh, p0 + t, t, tv);
+        AttendHeads(l, kvh, p0 + t, t, tv, me);
+      }
+    team_.Barrier();
+    for (uint32_t t = me; t < n; t += nt) in.out.PrepareToken(t);
+    team_.Barrier();
+    Products(in.out, fl.out, 0, d, n, act_.out.data(), me, nt);
+    team_.Barrier();
+    // Gated residual, Hadamard MLP, post-mix, by token; then the next layer's nx, or after
+    // the last layer the logits' input.
+    const bool last = l + 1 == g_.num_layers;
+    for (uint32_t t = me; t < n; t += nt) {
+      TokenView tv = act_.View(b, t, l);
+      AttentionOut(l, tv);
+      HadamardMlp(l, tv);
+      PostMix(l, tv, opt_.keep_hidden ? HiddenRow(p0 + t, l) : nullptr);
+      if (!last) {
+        PreMixNx(tv);
+        in.mhc.PrepareToken(t);
+      } else if (logits && t >= first) {
+        float* y = tv.h;  // this token's h is free after its post-mix
+        LaneMean(tv.X, y);
+        ops::Zcn(y, m_.final_norm().data(), d, y);
+        in.logits.PrepareToken(t - first);
+      }
+    }
+    team_.Barrier();
   }
 
   // ---- per-token pieces --------------------------------------------------------------
@@ -416,24 +393,26 @@ class FastForward final : public Forward {
     in.Apply(mat, n, r.begin, r.end, y, mat.rows());
   }
 
+  // ---- pre-mix: nx = rms_unit(X), the mHC projections of nx, u = sum_j h_pre[j] X[j] --
+
+  void PreMixNx(TokenView& tv) { ops::RmsUnit(tv.X, size_t(g_.mhc_lanes) * g_.d_model, tv.nx); }
+
   // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n, into
-  // mhc_out_ [token][layer][pre | post | res]: the stacked product split over the team by
+  // mhc_out [token][layer][pre | post | res]: the stacked product split over the team by
   // 16-row blocks, else three products (a single token: one per thread, round robin, since
   // each is under one block). Each layer writes its own slots: decode has no barrier
   // between a layer's last reads (PostMix) and the next layer's products.
-  uint32_t MhcRows() const { return g_.mhc_lanes * (g_.mhc_lanes + 2); }
-  size_t MhcStride() const { return size_t(g_.num_layers) * MhcRows(); }  // per token
-  float* MhcOut(uint32_t l) { return mhc_out_.data() + size_t(l) * MhcRows(); }
-  void MhcProducts(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
+  void PreMixProjections(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
     const uint32_t m = g_.mhc_lanes;
-    float* y = MhcOut(l);
+    const size_t stride = act_.MhcStride();
+    float* y = act_.MhcOut(l);
     if (!mhc_stack_.empty()) {
-      const kn::RowRange r = SplitRange(0, MhcRows(), nt, me);
-      in.Apply(mhc_stack_[l], n, r.begin, r.end, y, MhcStride());
+      const kn::RowRange r = SplitRange(0, act_.MhcRows(), nt, me);
+      in.Apply(mhc_stack_[l], n, r.begin, r.end, y, stride);
       return;
     }
     // The products write row r of their matrix at y[r]: shift each so the layer's first
-    // row lands on its slot (the shifted pointers stay inside mhc_out_: l * m <= l * MhcRows()).
+    // row lands on its slot (the shifted pointers stay inside mhc_out: l * m <= l * MhcRows()).
     struct Part { const FastMatrix* matrix; uint32_t begin, end; float* y; };
     const Part parts[3] = {{&phi_pre_, l * m, l * m + m, y - l * m},
                            {&phi_post_, l * m, l * m + m, y + m - l * m},
@@ -442,20 +421,45 @@ class FastForward final : public Forward {
       const Part& p = parts[i];
       if (n > 1) {
         const kn::RowRange r = SplitRange(p.begin, p.end, nt, me);
-        in.Apply(*p.matrix, n, r.begin, r.end, p.y, MhcStride());
+        in.Apply(*p.matrix, n, r.begin, r.end, p.y, stride);
       } else if (me == i % nt) {
-        in.Apply(*p.matrix, 1, p.begin, p.end, p.y, MhcStride());
+        in.Apply(*p.matrix, 1, p.begin, p.end, p.y, stride);
       }
     }
   }
 
-  uint32_t EngramIn() const { return g_.num_engram_tables * g_.engram_sub_dim; }
-  float* eng_rows_private(uint32_t me) {
-    // Decode uses a private slice per thread of the chunk's rows buffer.
-    return &eng_rows_[size_t(me % kFastPrefillChunk) * EngramIn()];
+  // u = sum_j h_pre[j] X[j] (pre_off +4 on the selected lane, -4 elsewhere); bx = u.
+  void PreMixU(uint32_t l, TokenView& tv) {
+    const uint32_t d = g_.d_model, m = g_.mhc_lanes, selected = l % m;
+    const MhcWeights& mhc = m_.mhc();
+    float hp_small[16];
+    std::vector<float> hp_big(m > 16 ? m : 0);
+    float* hp = m > 16 ? hp_big.data() : hp_small;
+    for (uint32_t j = 0; j < m; ++j) {
+      const float off = j == selected ? 4.0f : -4.0f;
+      hp[j] = mhc.a_pre[l] * tv.pre[j] + mhc.b_pre[l * m + j] + off;
+    }
+    kn::SigmoidInPlace(hp, m);
+    std::fill(tv.u, tv.u + d, 0.f);
+    for (uint32_t j = 0; j < m; ++j)
+      for (uint32_t c = 0; c < d; ++c) tv.u[c] += hp[j] * tv.X[j * d + c];
+    std::memcpy(tv.bx, tv.u, d * sizeof(float));
   }
+
+  // ---- engram injection: bx = u + sigmoid(rms_unit(u) . rms_unit(k) / sqrt(d)) * v ----
+  void EngramInject(TokenView& tv, const float* ek, const float* ev) {
+    const uint32_t d = g_.d_model;
+    // rms_unit(u) into h and rms_unit(k) into z (both free until written later in the layer).
+    ops::RmsUnit(tv.u, d, tv.h);
+    ops::RmsUnit(ek, d, tv.z);
+    float alpha = ops::Dot(tv.h, tv.z, d) / std::sqrt(float(d));
+    kn::SigmoidInPlace(&alpha, 1);
+    for (uint32_t c = 0; c < d; ++c) tv.bx[c] = tv.u[c] + alpha * ev[c];
+  }
+
+  uint32_t EngramIn() const { return act_.EngramIn(); }
   float* HiddenRow(uint32_t pos, uint32_t l) {
-    return &hidden_tld_[(size_t(pos) * g_.num_layers + l) * g_.d_model];
+    return &hidden_.by_position()[(size_t(pos) * g_.num_layers + l) * g_.d_model];
   }
 
   void EmbedToken(uint32_t pos, float* X) {
@@ -484,7 +488,7 @@ class FastForward final : public Forward {
   }
 
   // Causal depthwise convolution v'[pos] = sum_j taps[j] * v[pos - dil * j]: positions of
-  // the current chunk (p0 ..) come from eng_vraw_ (chunk row = position - p0), earlier ones
+  // the current chunk (p0 ..) come from eng_vraw (chunk row = position - p0), earlier ones
   // from the history ring.
   void EngramConv(size_t s, uint32_t p0, uint32_t pos, float* out) const {
     const uint32_t d = g_.d_model, dil = g_.engram_conv_dilation;
@@ -494,7 +498,7 @@ class FastForward final : public Forward {
     for (uint32_t j = 0; j < g_.engram_conv_taps; ++j) {
       if (uint64_t(j) * dil > pos) break;
       const uint32_t src = pos - j * dil;
-      const float* vj = src >= p0 ? &eng_vraw_[s][size_t(src - p0) * d]
+      const float* vj = src >= p0 ? &act_.eng_vraw[s][size_t(src - p0) * d]
                                   : &hist[size_t(src % hist_len_) * d];
       for (uint32_t c = 0; c < d; ++c) out[c] += taps[size_t(j) * d + c] * vj[c];
     }
@@ -506,14 +510,14 @@ class FastForward final : public Forward {
     for (uint32_t t = 0; t < n; ++t)
       for (uint32_t i = 0; i < hd / 2; ++i) {
         const float angle = float(p0 + t) * inv_freq_[i];
-        rope_[size_t(t) * hd + i] = std::cos(angle);
-        rope_[size_t(t) * hd + hd / 2 + i] = std::sin(angle);
+        act_.rope[size_t(t) * hd + i] = std::cos(angle);
+        act_.rope[size_t(t) * hd + hd / 2 + i] = std::sin(angle);
       }
   }
 
   void Rope(float* x, uint32_t t) const {
     const uint32_t hd = g_.head_dim, half = hd / 2;
-    const float* cs = &rope_[size_t(t) * hd];
+    const float* cs = &act_.rope[size_t(t) * hd];
     for (uint32_t i = 0; i < half; ++i) {
       const float c = cs[i], s = cs[half + i];
       const float x1 = x[i], x2 = x[i + half];
@@ -522,31 +526,12 @@ class FastForward final : public Forward {
     }
   }
 
-  // u = sum_j h_pre[j] X[j]; engram injection (ek/ev non-null at a site); h = ZCN(bx).
-  void MixIn(uint32_t l, TokenView& tv, const float* ek, const float* ev) {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes, selected = l % m;
-    const MhcWeights& mhc = m_.mhc();
-    float hp_small[16];
-    std::vector<float> hp_big(m > 16 ? m : 0);
-    float* hp = m > 16 ? hp_big.data() : hp_small;
-    for (uint32_t j = 0; j < m; ++j) {
-      const float off = j == selected ? 4.0f : -4.0f;
-      hp[j] = mhc.a_pre[l] * tv.pre[j] + mhc.b_pre[l * m + j] + off;
-    }
-    kn::SigmoidInPlace(hp, m);
-    std::fill(tv.u, tv.u + d, 0.f);
-    for (uint32_t j = 0; j < m; ++j)
-      for (uint32_t c = 0; c < d; ++c) tv.u[c] += hp[j] * tv.X[j * d + c];
-    std::memcpy(tv.bx, tv.u, d * sizeof(float));
-    if (ek) {
-      // rms_unit(u) into h and rms_unit(k) into out (both free until written below).
-      ops::RmsUnit(tv.u, d, tv.h);
-      ops::RmsUnit(ek, d, tv.z);
-      float alpha = ops::Dot(tv.h, tv.z, d) / std::sqrt(float(d));
-      kn::SigmoidInPlace(&alpha, 1);
-      for (uint32_t c = 0; c < d; ++c) tv.bx[c] = tv.u[c] + alpha * ev[c];
-    }
-    ops::Zcn(tv.bx, m_.layer(l).norm_in.data(), d, tv.h);
+  // ---- attention: h = ZCN(bx, norm_in); q/k/v/gate; attention; gate; out_proj; ZCN
+  // post_norm; gated residual. The products are the schedules'; these are the per-token
+  // and per-head pieces.
+
+  void AttentionIn(uint32_t l, TokenView& tv) {
+    ops::Zcn(tv.bx, m_.layer(l).norm_in.data(), g_.d_model, tv.h);
   }
 
   // Normalise + rotate the key of KV head kvh and store key and value in the cache.
@@ -561,7 +546,7 @@ class FastForward final : public Forward {
   // The query heads reading KV head kvh: normalise, rotate, attend, gate.
   void AttendHeads(uint32_t l, uint32_t kvh, uint32_t pos, uint32_t t, TokenView& tv, uint32_t me) {
     const uint32_t hd = g_.head_dim, per_kv = g_.num_heads / g_.num_kv_heads;
-    float* scratch = &attn_scratch_[size_t(me) * per_kv * (kv_.rows() + 16)];
+    float* scratch = &act_.attn_scratch[size_t(me) * per_kv * (kv_.rows() + 16)];
     float* qq = tv.q + kvh * per_kv * hd;
     for (uint32_t i = 0; i < per_kv; ++i) {
       ops::Zcn(qq + i * hd, m_.layer(l).q_norm.data(), hd, qq + i * hd);
@@ -574,12 +559,10 @@ class FastForward final : public Forward {
     for (uint32_t c = 0; c < per_kv * hd; ++c) o[c] *= gt[c];
   }
 
-  // Residual, Hadamard MLP, mHC post-mix: X <- sum_j P[i][j] X[j] + h_post[i] (x - u).
-  void PostMix(uint32_t l, TokenView& tv, float* hidden) {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes, md = m * d, nh = g_.hada_n;
-    const MhcWeights& mhc = m_.mhc();
+  // x += sigmoid(attn_gate) * ZCN(out_proj output, post_norm), with x = bx.
+  void AttentionOut(uint32_t l, TokenView& tv) {
+    const uint32_t d = g_.d_model;
     const LayerWeights& lw = m_.layer(l);
-    const uint32_t selected = l % m;
     float* x = tv.bx;
     // out_proj's output is shared (other threads read it too): normalise into h.
     float* out = tv.h;
@@ -587,8 +570,13 @@ class FastForward final : public Forward {
     float ag = lw.attn_gate;
     kn::SigmoidInPlace(&ag, 1);
     for (uint32_t c = 0; c < d; ++c) x[c] += ag * out[c];
+  }
 
-    // Hadamard MLP: x += (d3 * FWHT(silu(d2 * FWHT(d1 * ZCN(x)))))[:d].
+  // ---- Hadamard MLP: x += (d3 * FWHT(silu(d2 * FWHT(d1 * ZCN(x)))))[:d], x = bx ------
+  void HadamardMlp(uint32_t l, TokenView& tv) {
+    const uint32_t d = g_.d_model, nh = g_.hada_n;
+    const LayerWeights& lw = m_.layer(l);
+    float* x = tv.bx;
     float* z = tv.z;
     std::fill(z, z + nh, 0.f);
     ops::Zcn(x, lw.pre_hada.data(), d, z);
@@ -598,7 +586,14 @@ class FastForward final : public Forward {
     kn::SiluInPlace(z, nh);
     kn::FwhtOrthonormal(z, nh);
     for (uint32_t c = 0; c < d; ++c) x[c] += lw.d3[c] * z[c];
+  }
 
+  // ---- mHC post-mix: X <- sum_j P[i][j] X[j] + h_post[i] (x - u), P = Sinkhorn(...) ---
+  // `hidden` (if not null) takes the new lane mean.
+  void PostMix(uint32_t l, TokenView& tv, float* hidden) {
+    const uint32_t d = g_.d_model, m = g_.mhc_lanes, md = m * d;
+    const MhcWeights& mhc = m_.mhc();
+    const uint32_t selected = l % m;
     // Lanes beyond 8 (legal in the format, never used) take heap scratch.
     float hpost_small[16], P_small[64];
     std::vector<float> big(m > 8 ? m + size_t(m) * m : 0);
@@ -613,7 +608,7 @@ class FastForward final : public Forward {
     for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * tv.res[k] + mhc.b_res[l * m * m + k];
     SinkhornFast(P, m);
     float* Xn = tv.nx;  // nx is free until the next layer
-    kn::MixLanes(P, tv.X, hpost, x, tv.u, m, d, Xn);
+    kn::MixLanes(P, tv.X, hpost, tv.bx, tv.u, m, d, Xn);
     std::memcpy(tv.X, Xn, md * sizeof(float));
     if (hidden) LaneMean(tv.X, hidden);
   }
@@ -643,16 +638,9 @@ class FastForward final : public Forward {
   std::vector<int32_t> tokens_;
   KvCache kv_;
   std::vector<std::vector<float>> eng_hist_;  // per site: ring of raw values [hist_len][d]
-  std::vector<float> hidden_tld_;
-  mutable std::vector<float> hidden_ltd_;
+  HiddenRecord hidden_;
 
-  // Working buffers: per-token vectors (chunk_ for prefill, private_[thread] for decode)
-  // and the shared outputs of split work ([chunk][...]).
-  Buffers chunk_;
-  std::vector<Buffers> private_;
-  std::vector<float> mhc_out_, o_, out_;
-  std::vector<float> eng_rows_, rope_, attn_scratch_;
-  std::vector<std::vector<float>> eng_k_, eng_v_, eng_vraw_;
+  Activations act_;  // working memory (engine/activations.h)
 };
 
 }  // namespace

@@ -55,4 +55,27 @@ std::unique_ptr<Forward> MakeReferenceForward(const Model& model, const ForwardO
 // [0, vocab) and position() + n <= max_seq_len.
 absl::Status CheckFeed(const Model& model, uint32_t position, std::span<const int32_t> tokens);
 
+// The start of every Feed: CheckFeed, then `logits` (if not null) sized to [n, vocab] with
+// all_positions, else [1, vocab] ([0] for no tokens), zero-filled.
+absl::Status BeginFeed(const Model& model, uint32_t position, std::span<const int32_t> tokens,
+                       std::vector<float>* logits, bool all_positions);
+
+// The lane means recorded with keep_hidden: stored per position ([T][L][d], as the layers
+// produce them) and rearranged to hidden()'s [L][T][d] on request.
+class HiddenRecord {
+ public:
+  void Clear() {
+    by_position_.clear();
+    by_layer_.clear();
+  }
+  // [T][L][d]; the forward appends or resizes and writes rows.
+  std::vector<float>& by_position() { return by_position_; }
+  // [L][T][d] of the T = by_position().size() / (L * d) recorded positions.
+  const std::vector<float>& ByLayer(size_t L, size_t d) const;
+
+ private:
+  std::vector<float> by_position_;
+  mutable std::vector<float> by_layer_;  // rebuilt when its size is stale
+};
+
 }  // namespace cact

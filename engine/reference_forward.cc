@@ -55,15 +55,13 @@ class ReferenceForward final : public Forward {
     k_cache_.assign(g_.num_layers, {});
     v_cache_.assign(g_.num_layers, {});
     engram_v_.assign(engram_.size(), {});
-    hidden_tld_.clear();
-    hidden_ltd_.clear();
+    hidden_.Clear();
   }
 
   absl::Status Feed(std::span<const int32_t> tokens, std::vector<float>* logits,
                     bool all_positions) override {
-    if (auto st = CheckFeed(m_, position(), tokens); !st.ok()) return st;
+    if (auto st = BeginFeed(m_, position(), tokens, logits, all_positions); !st.ok()) return st;
     const size_t n = tokens.size(), V = g_.vocab;
-    if (logits) logits->assign((all_positions ? n : (n ? 1 : 0)) * V, 0.0f);
     for (size_t i = 0; i < n; ++i) {
       const bool want = logits && (all_positions || i + 1 == n);
       float* out = want ? logits->data() + (all_positions ? i : 0) * V : nullptr;
@@ -75,15 +73,7 @@ class ReferenceForward final : public Forward {
   uint32_t position() const override { return uint32_t(tokens_.size()); }
 
   const std::vector<float>& hidden() const override {
-    // Stored per position ([T][L][d]); rearranged to [L][T][d] on request.
-    const size_t T = tokens_.size(), L = g_.num_layers, d = g_.d_model;
-    if (hidden_ltd_.size() != hidden_tld_.size()) {
-      hidden_ltd_.resize(hidden_tld_.size());
-      for (size_t t = 0; t < T; ++t)
-        for (size_t l = 0; l < L; ++l)
-          std::memcpy(&hidden_ltd_[(l * T + t) * d], &hidden_tld_[(t * L + l) * d], d * sizeof(float));
-    }
-    return hidden_ltd_;
+    return hidden_.ByLayer(g_.num_layers, g_.d_model);
   }
 
   std::string name() const override { return "reference"; }
@@ -110,45 +100,64 @@ class ReferenceForward final : public Forward {
       Layer(l, pos, engram_k, engram_v, X);
       if (opt_.keep_hidden) {
         std::vector<float> mean = LaneMean(X);
-        hidden_tld_.insert(hidden_tld_.end(), mean.begin(), mean.end());
+        hidden_.by_position().insert(hidden_.by_position().end(), mean.begin(), mean.end());
       }
     }
     if (logits) Logits(X, logits);
   }
 
+  // Layer l's mHC projections of nx = rms_unit(flatten(X)).
+  struct MhcProjections {
+    std::vector<float> pre, post, res;  // [m], [m], [m * m]
+  };
+
   // ---- one layer: mHC pre-mix, engram, attention, Hadamard MLP, mHC post-mix ---------
   void Layer(uint32_t l, uint32_t pos, const std::vector<std::vector<float>>& engram_k,
              const std::vector<std::vector<float>>& engram_v, std::vector<float>& X) {
+    MhcProjections proj;
+    const std::vector<float> u = PreMix(l, X, &proj);
+    // Engram injection: bx = u + sigmoid(rms_unit(u) . rms_unit(k) / sqrt(d)) * v.
+    std::vector<float> x = u;
+    const int site = m_.layer(l).engram_site;
+    if (site >= 0) EngramInject(u, engram_k[site], engram_v[site], x);
+    AttentionBlock(l, pos, x);
+    HadamardMlp(l, x);
+    PostMix(l, proj, u, x, X);
+  }
+
+  // ---- mHC pre-mix: nx, the three projections, u = sum_j h_pre[j] * X[j] ------------
+  std::vector<float> PreMix(uint32_t l, const std::vector<float>& X, MhcProjections* proj) {
     const uint32_t d = g_.d_model, m = g_.mhc_lanes;
     const uint32_t selected = l % m;
     const MhcWeights& mhc = m_.mhc();
-
-    // nx = rms_unit(flatten(X)) and the three mHC projections of it.
     std::vector<float> nx(size_t(m) * d);
     ops::RmsUnit(X.data(), nx.size(), nx.data());
-    std::vector<float> pre(m), post(m), res(size_t(m) * m);
+    std::vector<float>& pre = proj->pre;
+    pre.resize(m);
+    proj->post.resize(m);
+    proj->res.resize(size_t(m) * m);
     ops::MatVec(&phi_pre_[size_t(l) * m * m * d], m, size_t(m) * d, nx.data(), pre.data());
-    ops::MatVec(&phi_post_[size_t(l) * m * m * d], m, size_t(m) * d, nx.data(), post.data());
+    ops::MatVec(&phi_post_[size_t(l) * m * m * d], m, size_t(m) * d, nx.data(), proj->post.data());
     ops::MatVec(&phi_res_[size_t(l) * m * m * m * d], size_t(m) * m, size_t(m) * d, nx.data(),
-                res.data(), opt_.threads);
+                proj->res.data(), opt_.threads);
 
-    // u = sum_j h_pre[j] * X[j], pre_off = +4 on the selected lane, -4 elsewhere.
+    // pre_off = +4 on the selected lane, -4 elsewhere.
     std::vector<float> u(d, 0.0f);
     for (uint32_t j = 0; j < m; ++j) {
       const float off = j == selected ? 4.0f : -4.0f;
       const float h = ops::Sigmoid(mhc.a_pre[l] * pre[j] + mhc.b_pre[l * m + j] + off);
       for (uint32_t c = 0; c < d; ++c) u[c] += h * X[j * d + c];
     }
+    return u;
+  }
 
-    // Engram injection: bx = u + sigmoid(rms_unit(u) . rms_unit(k) / sqrt(d)) * v.
-    std::vector<float> x = u;
-    const int site = m_.layer(l).engram_site;
-    if (site >= 0) EngramInject(u, engram_k[site], engram_v[site], x);
-
-    AttentionBlock(l, pos, x);
-    HadamardMlp(l, x);
-
-    // delta = x - u (u before the engram injection).
+  // ---- mHC post-mix: X <- sum_j P[i][j] X[j] + h_post[i] * (x - u) ------------------
+  // (u before the engram injection, x after the MLP).
+  void PostMix(uint32_t l, const MhcProjections& proj, const std::vector<float>& u,
+               const std::vector<float>& x, std::vector<float>& X) {
+    const uint32_t d = g_.d_model, m = g_.mhc_lanes;
+    const uint32_t selected = l % m;
+    const MhcWeights& mhc = m_.mhc();
     std::vector<float> delta(d);
     for (uint32_t c = 0; c < d; ++c) delta[c] = x[c] - u[c];
 
@@ -156,11 +165,11 @@ class ReferenceForward final : public Forward {
     std::vector<float> h_post(m);
     for (uint32_t i = 0; i < m; ++i) {
       const float off = i == selected ? 0.0f : -4.0f;
-      h_post[i] = 2.0f * ops::Sigmoid(mhc.a_post[l] * post[i] + mhc.b_post[l * m + i] + off);
+      h_post[i] = 2.0f * ops::Sigmoid(mhc.a_post[l] * proj.post[i] + mhc.b_post[l * m + i] + off);
     }
     // P = Sinkhorn(a_res * res + b_res).
     std::vector<float> P(size_t(m) * m);
-    for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * res[k] + mhc.b_res[l * m * m + k];
+    for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * proj.res[k] + mhc.b_res[l * m * m + k];
     ops::SinkhornLog(P.data(), m);
 
     // X_new[i] = sum_j P[i][j] X[j] + h_post[i] * delta.
@@ -325,8 +334,7 @@ class ReferenceForward final : public Forward {
   std::vector<int32_t> tokens_;
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [pos][K], keys rope'd
   std::vector<std::vector<float>> engram_v_;           // per site [pos][d], before the conv
-  std::vector<float> hidden_tld_;                      // [T][L][d]
-  mutable std::vector<float> hidden_ltd_;              // [L][T][d], built on request
+  HiddenRecord hidden_;
 };
 
 }  // namespace

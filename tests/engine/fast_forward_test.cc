@@ -216,41 +216,68 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
 // logits. (It caught the stacked mHC outputs shared by all layers: decode has no barrier
 // between a layer's PostMix and the next layer's mHC products. ThreadSanitizer does not:
 // the kernels store through vector intrinsics, which it does not instrument.)
-TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
-  // The fixtures (their mHC projections run as one stacked product) and a micro model whose
-  // CQ records cycle through widths and groups, so the three run separately.
+// The micro model (its CQ records cycle through widths and groups, so the three mHC
+// projections run separately) and the fixtures (one stacked product).
+struct LagModels {
   TempDir dir;
-  ASSERT_TRUE(WriteCact(dir / "micro.cact", reliability::MicroContents(reliability::MicroGeometry()), 0).ok());
-  auto micro = Model::Open(dir / "micro.cact");
+  std::unique_ptr<Model> micro;
+  std::vector<std::pair<std::string, const Model*>> all;
+};
+void OpenLagModels(LagModels* m) {
+  ASSERT_TRUE(WriteCact(m->dir / "micro.cact", reliability::MicroContents(reliability::MicroGeometry()), 0).ok());
+  auto micro = Model::Open(m->dir / "micro.cact");
   ASSERT_TRUE(micro.ok()) << micro.status();
-  std::vector<std::pair<std::string, const Model*>> models = {{"micro", micro->get()}};
-  for (const std::string& k : FixtureCases()) models.push_back({k, &FixtureModel(k)});
-  for (const auto& [k, model_ptr] : models) {
+  m->micro = std::move(micro).value();
+  m->all = {{"micro", m->micro.get()}};
+  for (const std::string& k : FixtureCases()) m->all.push_back({k, &FixtureModel(k)});
+}
+
+// Logits of a 20-token prefill (all positions) then token-by-token decode of the rest,
+// window 16 + sink 4.
+std::vector<float> PrefillThenDecode(const Model& model, const std::vector<int32_t>& tokens,
+                                     int threads) {
+  ForwardOptions opt;
+  opt.threads = threads;
+  opt.attn = {16, 4};
+  auto f = MakeFastForward(model, opt);
+  std::vector<float> all, step;
+  EXPECT_TRUE(f->Feed(std::span<const int32_t>(tokens.data(), 20), &all, true).ok());
+  for (size_t i = 20; i < tokens.size(); ++i) {
+    EXPECT_TRUE(f->Feed(std::span<const int32_t>(&tokens[i], 1), &step, false).ok());
+    all.insert(all.end(), step.begin(), step.end());
+  }
+  return all;
+}
+
+// `threads` members, each of `lagging` in turn sleeping after its barriers, give the
+// one-thread bits.
+void ExpectOneThreadsBitsWithLaggingMembers(int threads, std::initializer_list<uint32_t> lagging) {
+  LagModels models;
+  ASSERT_NO_FATAL_FAILURE(OpenLagModels(&models));
+  for (const auto& [k, model_ptr] : models.all) {
     const Model& model = *model_ptr;
     const std::vector<int32_t> tokens = RandomTokens(40, model.vocab(), 21);
-    auto run = [&](int threads) {
-      ForwardOptions opt;
-      opt.threads = threads;
-      opt.attn = {16, 4};
-      auto f = MakeFastForward(model, opt);
-      std::vector<float> all, step;
-      EXPECT_TRUE(f->Feed(std::span<const int32_t>(tokens.data(), 20), &all, true).ok());
-      for (size_t i = 20; i < tokens.size(); ++i) {
-        EXPECT_TRUE(f->Feed(std::span<const int32_t>(&tokens[i], 1), &step, false).ok());
-        all.insert(all.end(), step.begin(), step.end());
-      }
-      return all;
-    };
-    const std::vector<float> one = run(1);
-    for (uint32_t lagging : {1u, 0u}) {
-      kernels::Team::SetLagForTesting(lagging, std::chrono::microseconds(300));
-      const std::vector<float> two = run(2);
+    const std::vector<float> one = PrefillThenDecode(model, tokens, 1);
+    for (uint32_t lag : lagging) {
+      kernels::Team::SetLagForTesting(lag, std::chrono::microseconds(300));
+      const std::vector<float> many = PrefillThenDecode(model, tokens, threads);
       kernels::Team::SetLagForTesting(0, std::chrono::microseconds(0));
-      ASSERT_EQ(one.size(), two.size());
-      EXPECT_EQ(0, std::memcmp(one.data(), two.data(), one.size() * 4))
-          << k << ", member " << lagging << " lagging: max diff " << MaxAbsDiff(one, two);
+      ASSERT_EQ(one.size(), many.size());
+      EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * 4))
+          << k << ", " << threads << " threads, member " << lag << " lagging: max diff "
+          << MaxAbsDiff(one, many);
     }
   }
+}
+
+TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
+  ExpectOneThreadsBitsWithLaggingMembers(2, {1u, 0u});
+}
+
+// More members than prefill chunk tokens: decode's private engram rows are per thread
+// (member 16 must not share member 0's).
+TEST(FastForward, TwentyThreadsWithALaggingMemberGiveOneThreadsBits) {
+  ExpectOneThreadsBitsWithLaggingMembers(20, {16u, 0u});
 }
 
 TEST(FastForward, HiddenStatesTrackTheReference) {
