@@ -37,10 +37,10 @@ class FastMatrix {
     if (v.is_cq()) {
       const bool residual = (fast.codebook_residual && (v.cq.bits == 3 || v.cq.bits == 4)) ||
                             (fast.codebook_residual_2bit && v.cq.bits == 2);
-      auto cb = kn::MakeInt8Codebook(v.codebook, v.cq.bits, residual);
+      auto cb = kn::MakeInt8Codebook(v.codebook, v.cq.code_bits(), residual);
       if (cb.ok()) {
         auto m = kn::CqKernelMatrix::Create(v.blob.first(v.cq.blob_bytes()), v.rows, v.cols,
-                                            v.cq.group, v.cq.bits, *cb);
+                                            v.cq.group, v.cq.code_bits(), *cb);
         if (m.ok()) {
           cq_.emplace(std::move(m).value());
           return;

@@ -106,7 +106,7 @@ absl::StatusOr<MatrixView> Model::Matrix(const std::string& name, uint32_t rows,
       v.cq = CqShape{rows, cols, t->record.group, t->record.bits};
       v.codebook = file_.CodebookFor(t->record.bits, t->record.group);
       need = v.cq.blob_bytes();
-      if (v.codebook.size() != (t->record.bits == kTernaryBits ? 3u : (1u << t->record.bits)))
+      if (const CqType* type = FindCqType(t->record.bits); !type || v.codebook.size() != type->levels)
         return FileError(path(), absl::StrCat(name, ": no codebook for bits ", t->record.bits));
       break;
     case DType::kFP16: need = uint64_t(rows) * cols * 2; break;

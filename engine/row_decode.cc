@@ -24,7 +24,7 @@ void DecodeCqRow(const MatrixView& v, uint32_t row, const uint8_t* codes, const 
   static constexpr int kTrit[4] = {1, 2, 1, 0};
   float cb[16] = {};
   for (uint32_t k = 0; k < (1u << bits); ++k)
-    cb[k] = s.bits == 5 ? v.codebook[kTrit[k]] * (k == 2 ? 0.f : 1.f) : v.codebook[k];
+    cb[k] = s.bits == kTernaryBits ? v.codebook[kTrit[k]] * (k == 2 ? 0.f : 1.f) : v.codebook[k];
   float buf[1024];
   for (uint32_t g = 0; g < G; ++g) {
     const float norm = LoadHalf(norms + 2 * g);

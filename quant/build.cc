@@ -102,7 +102,7 @@ absl::StatusOr<WidthPlan> PlanWidths(const BuildRequest& req) {
   } else {
     p.group_source = "default";
   }
-  if (!IsPowerOfTwoGroup(p.group))
+  if (!IsValidCqGroup(p.group))
     return absl::InvalidArgumentError(absl::StrFormat("group %d (%s) is not a power of two between 8 and 65536",
                                                       p.group, p.group_source));
   return p;
@@ -133,16 +133,19 @@ absl::StatusOr<std::vector<uint8_t>> TokenizerBytes(const BuildRequest& req, con
 
 }  // namespace
 
-std::string TypeName(const TensorRecord& r) {
-  switch (r.dtype) {
-    case DType::kCQ:
-      return absl::StrFormat("CQ%s g%d", WidthName(r.bits), r.group);
-    default:
-      return DTypeName(r.dtype);
-  }
+CarriedTensor CarryTensor(const TensorEntry& t) {
+  CarriedTensor c;
+  c.outcome.name = c.blob.name = t.name;
+  c.outcome.shape = t.shape();
+  c.outcome.source = c.outcome.target = TypeLabel(t.record);
+  c.blob.record = t.record;
+  return c;
 }
 
-bool IsPowerOfTwoGroup(uint32_t g) { return g >= 8 && g <= 65536 && (g & (g - 1)) == 0; }
+void CopyBlobBytes(const CactFile& file, const TensorEntry& t, TensorBlob* blob) {
+  std::span<const uint8_t> b = file.blob(t);
+  blob->bytes.assign(b.begin(), b.end());
+}
 
 bool HasStandardCodebook(const CactFile& f, uint32_t group) {
   std::vector<float> want = HeaderCodebook(group);
@@ -202,8 +205,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
       KeepDecision d = DecideKeep(values, base_values, req.keep, req.keep_tolerance);
       o.reason = d.reason;
       if (!d.keep) return false;
-      std::span<const uint8_t> b = base->blob(*base_entry);
-      blob.bytes.assign(b.begin(), b.end());
+      CopyBlobBytes(*base, *base_entry, &blob);
       o.action = TensorAction::kKept;
       return true;
     };
@@ -221,12 +223,12 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
         const uint32_t bits = widths.bits_for(spec.name);
         const CqShape shape{spec.shape[0], spec.shape[1], widths.group, bits};
         blob.record = MakeRecord(DType::kCQ, spec.shape, widths.group, bits, shape.blob_bytes());
-        o.target = TypeName(blob.record);
+        o.target = TypeLabel(blob.record);
         bool kept = false;
         if (base_entry && req.keep != KeepPolicy::kNever) {
           const TensorRecord& br = base_entry->record;
           if (br.dtype != DType::kCQ || br.bits != bits || br.group != widths.group) {
-            o.reason = absl::StrFormat("base is %s, scheme asks %s", TypeName(br), o.target);
+            o.reason = absl::StrFormat("base is %s, scheme asks %s", TypeLabel(br), o.target);
           } else if (!base_codebook_ok) {
             o.reason = "base codebook is not the standard one";
           } else {

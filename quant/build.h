@@ -47,8 +47,15 @@ absl::Status FinishRebuild(const CactContents& contents, const std::string& path
                            RebuildReport* report);
 
 // Helpers shared by build / requant / lora.
-std::string TypeName(const TensorRecord& r);  // "CQ2 g128", "CQ1.58 g128", "FP16", "RAW"
-bool IsPowerOfTwoGroup(uint32_t g);           // 8 <= g <= 65536, power of two
+// A tensor of an input .cact carried into a rebuild: the outcome has its name, shape and
+// type (as source and target); the blob its name and record, and no bytes yet.
+struct CarriedTensor {
+  TensorOutcome outcome;
+  TensorBlob blob;
+};
+CarriedTensor CarryTensor(const TensorEntry& t);
+// blob->bytes = the bytes `t` has in `file`.
+void CopyBlobBytes(const CactFile& file, const TensorEntry& t, TensorBlob* blob);
 // True when the file's stored codebook is exactly HeaderCodebook(group).
 bool HasStandardCodebook(const CactFile& f, uint32_t group);
 

@@ -29,20 +29,6 @@ bool SameBlob(std::span<const uint8_t> a, std::span<const uint8_t> b) {
 
 }  // namespace
 
-std::string TypeLabel(const TensorRecord& r) {
-  switch (r.dtype) {
-    case DType::kCQ:
-      return absl::StrFormat("CQ%s g%d", WidthName(r.bits), r.group);
-    case DType::kFP16:
-      return "FP16";
-    case DType::kFP32:
-      return "FP32";
-    case DType::kRAW:
-      return "RAW";
-  }
-  return "?";
-}
-
 int CactDiff::changed() const {
   int n = 0;
   for (const auto& t : tensors) n += t.status != TensorDiff::Status::kIdentical;

@@ -34,6 +34,5 @@ struct CactDiff {
 };
 
 absl::StatusOr<CactDiff> DiffFiles(const CactFile& a, const CactFile& b);
-std::string TypeLabel(const TensorRecord& r);  // "CQ2 g128", "CQ1.58 g128", "FP16", "RAW"
 
 }  // namespace cact

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <mutex>
 
 #include "quant/numpy_random.h"
@@ -17,7 +16,6 @@ namespace {
 
 constexpr size_t kSamples = 400000;
 constexpr int kIterations = 200;
-constexpr double kTernaryLevel = 1.2240064;
 
 const std::vector<double>& SortedSamples() {
   static const std::vector<double> samples = [] {
@@ -78,37 +76,26 @@ const std::vector<double>& UnitLloydMax(uint32_t bits) {
   return cache[bits];
 }
 
+const std::vector<double>& UnitCodebook(uint32_t bits) {
+  static const std::vector<double> ternary = {-kTernaryLevel, 0.0, kTernaryLevel};
+  return bits == kTernaryBits ? ternary : UnitLloydMax(bits);
+}
+
 std::vector<float> CqCodebook(uint32_t bits, uint32_t group) {
-  const double scale = std::sqrt(double(group));
-  std::vector<double> unit;
-  if (bits == 5) {
-    unit = {-kTernaryLevel, 0.0, kTernaryLevel};
-  } else {
-    unit = UnitLloydMax(bits);
-  }
+  const std::vector<double>& unit = UnitCodebook(bits);
   std::vector<float> out(unit.size());
-  for (size_t i = 0; i < unit.size(); ++i) out[i] = float(unit[i] / scale);
+  for (size_t i = 0; i < unit.size(); ++i) out[i] = ScaleUnitLevel(unit[i], group);
   return out;
 }
 
 std::vector<float> HeaderCodebook(uint32_t group) {
   std::vector<float> out;
-  for (uint32_t bits : {2u, 3u, 4u}) {
-    std::vector<float> cb = CqCodebook(bits, group);
+  for (const CqType& t : kCqTypes) {
+    if (t.codebook_offset < 0) continue;  // analytic, not stored
+    std::vector<float> cb = CqCodebook(t.bits, group);
     out.insert(out.end(), cb.begin(), cb.end());
   }
   return out;
-}
-
-uint32_t InferCodebookGroup(const float* cq2_values) {
-  for (uint32_t group = 1; group <= (1u << 20); group <<= 1) {
-    std::vector<float> cb = CqCodebook(2, group);
-    if (std::equal(cb.begin(), cb.end(), cq2_values, [](float a, float b) {
-          return std::memcmp(&a, &b, sizeof a) == 0;
-        }))
-      return group;
-  }
-  return 0;
 }
 
 }  // namespace cact

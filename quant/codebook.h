@@ -5,15 +5,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "formats/cact/header.h"  // CqType table, kTernaryLevel, InferCodebookGroup
+
 namespace cact {
 
 // Unit-variance Lloyd-Max levels in float64 for bits 2, 3 or 4 (cached after first use).
 const std::vector<double>& UnitLloydMax(uint32_t bits);
-// float32(levels / sqrt(group)). bits 2/3/4, or 5 (ternary): float32({-1.2240064,0,1.2240064}/sqrt(g)).
+// The unit levels of a width in float64: UnitLloydMax for bits 2/3/4, {-l, 0, +l} with
+// l = kTernaryLevel for ternary (empty for other bits).
+const std::vector<double>& UnitCodebook(uint32_t bits);
+// float32(UnitCodebook(bits) / sqrt(group)), each value rounded once.
 std::vector<float> CqCodebook(uint32_t bits, uint32_t group);
-// The 28-value header codebook: CQ2 | CQ3 | CQ4 at `group`.
+// The 28-value header codebook: CQ2 | CQ3 | CQ4 at `group` (the stored rows of kCqTypes).
 std::vector<float> HeaderCodebook(uint32_t group = 128);
-// Infers the group the header codebook was scaled for (0 when no power of two matches).
-uint32_t InferCodebookGroup(const float* cq2_values);
 
 }  // namespace cact

@@ -25,8 +25,8 @@ void ForEachChunk(uint64_t groups, uint32_t group, Fn fn) {
 }  // namespace
 
 void PackRow(const uint8_t* codes, uint32_t n, uint32_t bits, uint8_t* out) {
-  const bool ternary = bits == 5;
-  const uint32_t width = ternary ? 2 : bits;
+  const bool ternary = bits == kTernaryBits;
+  const uint32_t width = CqCodeBits(bits);
   const uint32_t mask = (1u << width) - 1;
   uint64_t acc = 0;
   uint32_t filled = 0;
@@ -46,8 +46,8 @@ void PackRow(const uint8_t* codes, uint32_t n, uint32_t bits, uint8_t* out) {
 }
 
 void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits, uint8_t* codes) {
-  const bool ternary = bits == 5;
-  const uint32_t width = ternary ? 2 : bits;
+  const bool ternary = bits == kTernaryBits;
+  const uint32_t width = CqCodeBits(bits);
   const uint32_t mask = (1u << width) - 1;
   const uint64_t bit = first * width;
   const uint8_t* p = packed_row + bit / 8;

@@ -6,13 +6,15 @@
 #include <span>
 #include <vector>
 
+#include "formats/cact/header.h"  // CqCodeBits, kTernaryBits
+
 namespace cact {
 
 struct CqShape {
   uint32_t out = 0, in = 0, group = 128, bits = 2;  // bits 2/3/4 or 5 (= ternary)
   uint32_t in_pad() const { return (in + group - 1) / group * group; }
   uint32_t groups() const { return in_pad() / group; }
-  uint32_t code_bits() const { return bits == 5 ? 2 : bits; }
+  uint32_t code_bits() const { return CqCodeBits(bits); }
   uint64_t row_code_bytes() const { return uint64_t(in_pad()) * code_bits() / 8; }
   uint64_t code_bytes() const { return row_code_bytes() * out; }
   uint64_t norm_bytes() const { return uint64_t(out) * groups() * 2; }

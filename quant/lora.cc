@@ -217,17 +217,10 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
   const auto& tensors = base.tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorEntry& t = tensors[i];
-    TensorOutcome o;
-    o.name = t.name;
-    o.shape = t.shape();
-    o.source = o.target = TypeName(t.record);
-    TensorBlob blob;
-    blob.name = t.name;
-    blob.record = t.record;
+    auto [o, blob] = CarryTensor(t);
     auto it = by_name.find(t.name);
     if (it == by_name.end()) {
-      std::span<const uint8_t> b = base.blob(t);
-      blob.bytes.assign(b.begin(), b.end());
+      CopyBlobBytes(base, t, &blob);
       o.action = TensorAction::kCopied;
       o.reason = "not in the adapter";
     } else {
@@ -239,8 +232,7 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
       if (std::all_of(dw.begin(), dw.end(), [](float v) { return v == 0.0f; })) {
         // B @ A is exactly zero (e.g. a stacked adapter's untrained layers): nothing to merge,
         // and requantizing W would change bytes the adapter never asked to change.
-        std::span<const uint8_t> b = base.blob(t);
-        blob.bytes.assign(b.begin(), b.end());
+        CopyBlobBytes(base, t, &blob);
         o.action = TensorAction::kCopied;
         o.reason = "the adapter's update is exactly zero";
       } else {

@@ -29,19 +29,11 @@ absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildRepor
   const auto& tensors = in.tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorEntry& t = tensors[i];
-    TensorOutcome o;
-    o.name = t.name;
-    o.shape = t.shape();
-    o.source = TypeName(t.record);
-    TensorBlob blob;
-    blob.name = t.name;
-    blob.record = t.record;
+    auto [o, blob] = CarryTensor(t);
     const bool matrix = t.kind == TensorKind::kMatrix;
     const uint32_t bits = matrix ? req.scheme.BitsFor(t.name) : 0;
     if (!matrix || (t.is_cq() && t.record.bits == bits)) {
-      std::span<const uint8_t> b = in.blob(t);
-      blob.bytes.assign(b.begin(), b.end());
-      o.target = o.source;
+      CopyBlobBytes(in, t, &blob);
       o.action = TensorAction::kCopied;
       o.reason = matrix ? "width unchanged" : "not a CQ matrix";
     } else {
@@ -52,7 +44,7 @@ absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildRepor
       blob.record.group = group;
       blob.record.bits = bits;
       blob.record.nbytes = shape.blob_bytes();
-      o.target = TypeName(blob.record);
+      o.target = TypeLabel(blob.record);
       o.action = TensorAction::kRequantized;
       o.reason = absl::StrFormat("%s -> %s from the dequantized values", o.source, o.target);
       if (!req.dry_run) {

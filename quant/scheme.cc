@@ -16,15 +16,9 @@ std::string Trim(const std::string& s) {
 }
 
 bool ParseWidth(const std::string& v, uint32_t* bits) {
-  if (v == "2" || v == "3" || v == "4") {
-    *bits = uint32_t(v[0] - '0');
-    return true;
-  }
-  if (v == "1.58") {
-    *bits = 5;
-    return true;
-  }
-  return false;
+  const CqType* t = FindCqTypeByWidth(v);
+  if (t) *bits = t->bits;
+  return t != nullptr;
 }
 
 bool ValidKey(const std::string& k) {
@@ -52,10 +46,6 @@ std::string Scheme::ToString() const {
   std::string s;
   for (const auto& [prefix, b] : rules) s += prefix + "=" + WidthName(b) + ",";
   return s + "default=" + WidthName(default_bits);
-}
-
-std::string WidthName(uint32_t record_bits) {
-  return record_bits == 5 ? "1.58" : std::to_string(record_bits);
 }
 
 absl::Status CheckRulesMatch(const Scheme& scheme, const std::vector<std::string>& matrix_names) {

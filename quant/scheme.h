@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "formats/cact/header.h"  // WidthName: "2", "3", "4" or "1.58" for record bits
 
 namespace cact {
 
@@ -21,8 +22,6 @@ struct Scheme {
 
 inline constexpr const char* kDefaultScheme = "embedding=4,mhc=4,default=2";
 absl::StatusOr<Scheme> ParseScheme(const std::string& text);
-// "2", "3", "4" or "1.58" for record bits.
-std::string WidthName(uint32_t record_bits);
 // Error naming every rule that matches none of `matrix_names` (canonical names of the
 // model's CQ matrices): a mistyped prefix would otherwise silently leave those tensors at
 // the default width.

@@ -107,11 +107,11 @@ bool SetActiveIsa(Isa isa) {
 
 // ------------------------------------------------------------------ codebook
 
-absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits,
+absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t code_bits,
                                               bool residual) {
   Int8Codebook out;
-  out.bits = bits;
-  if (bits == 5) {
+  out.code_bits = code_bits;
+  if (code_bits == 2 && cb.size() == 3) {
     if (cb.size() != 3 || !(cb[2] > 0.f) || cb[0] != -cb[2] || cb[1] != 0.f)
       return absl::InvalidArgumentError("ternary codebook must be {-l, 0, +l} with l > 0");
     // Crumbs 3, 0, 1 hold trits -1, 0, +1; crumb 2 never occurs in a valid file: 0.
@@ -122,12 +122,12 @@ absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_
     out.scale = cb[2];
     return out;
   }
-  if (bits < 2 || bits > 4)
-    return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ width %u", bits));
-  if (cb.size() != (size_t(1) << bits))
+  if (code_bits < 2 || code_bits > 4)
+    return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ code width %u", code_bits));
+  if (cb.size() != (size_t(1) << code_bits))
     return absl::InvalidArgumentError(
-        absl::StrFormat("codebook for %u bits needs %u entries, got %u", bits, 1u << bits,
-                        cb.size()));
+        absl::StrFormat("codebook for %u-bit codes needs %u entries, got %u", code_bits,
+                        1u << code_bits, cb.size()));
   float maxabs = 0.f;
   for (float v : cb) {
     if (!std::isfinite(v)) return absl::InvalidArgumentError("codebook has a non-finite value");
@@ -148,15 +148,15 @@ absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_
 
 absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> blob,
                                                       uint32_t out, uint32_t in, uint32_t group,
-                                                      uint32_t bits,
+                                                      uint32_t code_bits,
                                                       const Int8Codebook& codebook) {
   if (group < 32 || group > 512 || (group & (group - 1)))
     return absl::InvalidArgumentError(absl::StrFormat("CQ group %u not a power of two in 32..512", group));
-  if (bits != 2 && bits != 3 && bits != 4 && bits != 5)
-    return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ bits %u", bits));
-  if (codebook.bits != bits)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("codebook is for %u bits, matrix has %u", codebook.bits, bits));
+  if (code_bits < 2 || code_bits > 4)
+    return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ code width %u", code_bits));
+  if (codebook.code_bits != code_bits)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "codebook is for %u-bit codes, matrix has %u", codebook.code_bits, code_bits));
   if (out == 0 || in == 0) return absl::InvalidArgumentError("empty CQ matrix");
   CqKernelMatrix m;
   m.out_ = out;
@@ -164,13 +164,13 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
   m.group_ = group;
   m.in_pad_ = uint32_t((uint64_t(in) + group - 1) / group * group);
   m.groups_ = m.in_pad_ / group;
-  m.bits_ = bits;
-  m.row_bytes_ = uint64_t(m.in_pad_) * m.code_bits() / 8;
+  m.code_bits_ = code_bits;
+  m.row_bytes_ = uint64_t(m.in_pad_) * code_bits / 8;
   uint64_t need = m.row_bytes_ * out + uint64_t(out) * m.groups_ * 2;
   if (blob.size() != need)
     return absl::InvalidArgumentError(absl::StrFormat(
-        "CQ blob has %u bytes, [%u, %u] group %u bits %u needs %u", blob.size(), out, in, group,
-        bits, need));
+        "CQ blob has %u bytes, [%u, %u] group %u code bits %u needs %u", blob.size(), out, in,
+        group, code_bits, need));
   m.codes_ = blob.data();
   m.norms_ = blob.data() + m.row_bytes_ * out;
   m.codebook_ = codebook;
@@ -189,7 +189,7 @@ void CqKernelMatrix::BuildNormPanel() {
 
 namespace {
 bool SameCodebook(const Int8Codebook& a, const Int8Codebook& b) {
-  return a.bits == b.bits && a.has_lo == b.has_lo && a.scale == b.scale &&
+  return a.code_bits == b.code_bits && a.has_lo == b.has_lo && a.scale == b.scale &&
          std::memcmp(a.value, b.value, sizeof a.value) == 0 &&
          std::memcmp(a.lo, b.lo, sizeof a.lo) == 0;
 }
@@ -203,16 +203,17 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Stack(std::span<const RowSlice> s
   m.in_pad_ = first.in_pad_;
   m.group_ = first.group_;
   m.groups_ = first.groups_;
-  m.bits_ = first.bits_;
+  m.code_bits_ = first.code_bits_;
   m.row_bytes_ = first.row_bytes_;
   m.codebook_ = first.codebook_;
   for (const RowSlice& s : slices) {
     const CqKernelMatrix& p = *s.matrix;
-    if (p.in_ != m.in_ || p.group_ != m.group_ || p.bits_ != m.bits_ ||
+    if (p.in_ != m.in_ || p.group_ != m.group_ || p.code_bits_ != m.code_bits_ ||
         !SameCodebook(p.codebook_, m.codebook_))
       return absl::InvalidArgumentError(absl::StrFormat(
-          "cannot stack CQ matrices of different shapes: in %u group %u bits %u vs in %u group "
-          "%u bits %u (or different codebooks)", p.in_, p.group_, p.bits_, m.in_, m.group_, m.bits_));
+          "cannot stack CQ matrices of different shapes: in %u group %u code bits %u vs in %u "
+          "group %u code bits %u (or different codebooks)", p.in_, p.group_, p.code_bits_, m.in_,
+          m.group_, m.code_bits_));
     if (s.begin > s.end || s.end > p.out_)
       return absl::InvalidArgumentError(
           absl::StrFormat("stack slice rows [%u, %u) outside a %u-row matrix", s.begin, s.end, p.out_));

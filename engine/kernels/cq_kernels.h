@@ -41,21 +41,22 @@ Isa ActiveIsa();
 bool SetActiveIsa(Isa isa);
 
 // ---------------------------------------------------------------- codebook
-// The codebook mapped to int8: value(k) = int8[k] * scale. For bits 2/3/4:
+// The codebook mapped to int8: value(k) = int8[k] * scale. For 2^code_bits entries:
 // int8 = round(c), c = cb * 127 / max|cb| (nearest, ties to even), scale = max|cb| / 127.
-// Ternary (bits 5): int8 = {-1, 0, +1} exactly, scale = the ternary level (cb[2]).
-// With `residual` (bits 2/3/4): lo = round((c - int8) * 128), so value(k) =
+// Ternary (3 entries in 2-bit crumbs): int8 = {-1, 0, +1} exactly, scale = the ternary
+// level (cb[2]). With `residual` (not ternary): lo = round((c - int8) * 128), so value(k) =
 // (int8[k] + lo[k] / 128) * scale within scale / 256 (a 4-bit codebook is otherwise off by
 // up to 0.5 / |int8| relative, ~0.4 % rms).
 struct Int8Codebook {
-  uint32_t bits = 2;       // record bits: 2, 3, 4 or 5 (ternary)
+  uint32_t code_bits = 2;  // width of the codes it decodes: 2, 3 or 4
   int8_t value[16] = {};   // indexed by the code as stored (ternary: by crumb 0..3)
   int8_t lo[16] = {};      // residual, when has_lo
   bool has_lo = false;
   float scale = 0.f;
 };
-// `cb` has 2^bits entries (ternary: 3 entries {-l, 0, +l}).
-absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t bits,
+// `cb` has 2^code_bits entries, or 3 entries {-l, 0, +l} for ternary (code_bits 2). The
+// caller takes code_bits from the CQ type table (formats/cact/header.h CqCodeBits).
+absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t code_bits,
                                               bool residual = false);
 
 // ---------------------------------------------------------------- matrices
@@ -65,9 +66,9 @@ absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_
 class CqKernelMatrix {
  public:
   // `blob` must hold exactly out * row_bytes codes then out * groups FP16 norms and outlive
-  // this object. group: power of two 32..512; bits 2, 3, 4 or 5.
+  // this object. group: power of two 32..512; code_bits 2, 3 or 4 (the codebook's).
   static absl::StatusOr<CqKernelMatrix> Create(std::span<const uint8_t> blob, uint32_t out,
-                                               uint32_t in, uint32_t group, uint32_t bits,
+                                               uint32_t in, uint32_t group, uint32_t code_bits,
                                                const Int8Codebook& codebook);
 
   // Rows [begin, end) of a matrix.
@@ -76,7 +77,7 @@ class CqKernelMatrix {
     uint32_t begin, end;
   };
   // A matrix whose rows are the slices' rows in order, read in place (the parts' blobs must
-  // outlive it). The parts must agree on in, group, bits and int8 codebook. The kernels give
+  // outlive it). The parts must agree on in, group, code bits and int8 codebook. The kernels give
   // each row exactly the part's result. Why: the kernels work on 16-row blocks, so a layer's
   // three small mHC projections (4, 4 and 16 rows) cost three blocks as separate products
   // and two blocks as one 24-row stack, which two threads also split evenly.
@@ -87,8 +88,7 @@ class CqKernelMatrix {
   uint32_t in_pad() const { return in_pad_; }
   uint32_t group() const { return group_; }
   uint32_t groups() const { return groups_; }
-  uint32_t bits() const { return bits_; }
-  uint32_t code_bits() const { return bits_ == 5 ? 2 : bits_; }
+  uint32_t code_bits() const { return code_bits_; }
   uint64_t row_bytes() const { return row_bytes_; }
   // Row r's packed codes (row_bytes) and its FP16 LE norms (groups).
   const uint8_t* row_codes(uint32_t r) const {
@@ -102,7 +102,7 @@ class CqKernelMatrix {
   uint64_t code_bytes() const { return row_bytes_ * out_; }
 
  private:
-  uint32_t out_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0, bits_ = 0;
+  uint32_t out_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0, code_bits_ = 0;
   uint64_t row_bytes_ = 0;
   const uint8_t* codes_ = nullptr;  // contiguous rows (Create), else the row tables (Stack)
   const uint8_t* norms_ = nullptr;

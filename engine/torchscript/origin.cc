@@ -55,7 +55,7 @@ std::string OriginToJson(const Origin& o) {
             {"buffer", t.buffer}};
     if (r.dtype == DType::kCQ) {
       jt["bits"] = r.bits;
-      jt["width"] = r.bits == kTernaryBits ? "1.58" : std::to_string(r.bits);
+      jt["width"] = WidthName(r.bits);
       jt["group"] = r.group;
     }
     tensors.push_back(std::move(jt));

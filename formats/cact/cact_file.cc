@@ -35,12 +35,6 @@ namespace {
 // Byte positions of the fields inside one 44-byte record ('<BBHIIIIQQII').
 constexpr uint64_t kRecDType = 0, kRecNdim = 1, kRecPad = 2, kRecShape = 4, kRecOffset = 20,
                    kRecNbytes = 28, kRecGroup = 36, kRecBits = 40;
-constexpr uint32_t kMaxCqGroup = 1u << 16;
-// Unit Lloyd-Max CQ2 maximum (float64), used to recognise the group of a stored codebook.
-constexpr double kUnitCq2Max = 1.5099326242547164;
-constexpr double kTernaryLevel = 1.2240064;
-// Where each width's codebook starts inside the stored CQ2 | CQ3 | CQ4 values.
-constexpr uint32_t CodebookStart(uint32_t bits) { return bits == 2 ? 0 : bits == 3 ? 4 : 12; }
 
 std::string ShapeString(const std::vector<uint32_t>& s) {
   return absl::StrCat("[", absl::StrJoin(s, ","), "]");
@@ -50,12 +44,12 @@ std::string RecordShapeString(const TensorRecord& r) {
   return ShapeString(std::vector<uint32_t>(r.shape.begin(), r.shape.begin() + std::min<int>(r.ndim, 4)));
 }
 
-std::string WidthName(const TensorRecord& r) {
-  if (r.dtype != DType::kCQ) return DTypeName(r.dtype);
-  return r.bits == kTernaryBits ? "CQ1.58" : absl::StrFormat("CQ%d", r.bits);
+// True when codebook value i begins one width's codebook (the sorted runs restart there).
+bool StartsCodebook(uint32_t i) {
+  for (const CqType& t : kCqTypes)
+    if (t.codebook_offset == int(i)) return true;
+  return false;
 }
-
-bool IsPow2(uint64_t v) { return v && !(v & (v - 1)); }
 
 // Validates a parsed file; fills the CactFile's state on success.
 class Validator {
@@ -130,8 +124,7 @@ absl::Status Validator::CheckCodebook(std::vector<float>* codebook) {
     const std::string field = absl::StrFormat("codebook[%d]", i);
     if (!std::isfinite(v))
       return FormatError(file_, field, start + 4 * i, absl::StrFormat("%g is not finite", v));
-    const bool section_start = (i == 0 || i == 4 || i == 12);
-    if (!section_start && !(v > (*codebook)[i - 1]))
+    if (!StartsCodebook(i) && !(v > (*codebook)[i - 1]))
       return FormatError(file_, field, start + 4 * i,
                          absl::StrFormat("%.9g is not above the previous value %.9g (each "
                                          "codebook must be sorted ascending)",
@@ -171,13 +164,13 @@ absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) con
     if (r.ndim != 2)
       return RecordError(i, name, "ndim", kRecNdim,
                          absl::StrFormat("%d but a CQ record is an [out, in] matrix", r.ndim));
-    if (r.bits < 2 || r.bits > 5)
+    if (!FindCqType(r.bits))
       return RecordError(i, name, "bits", kRecBits,
                          absl::StrFormat("%d is not a CQ width (2, 3, 4 or 5 = ternary)", r.bits));
-    if (!IsPow2(r.group) || r.group < 8 || r.group > kMaxCqGroup)
+    if (!IsValidCqGroup(r.group))
       return RecordError(i, name, "group", kRecGroup,
-                         absl::StrFormat("%d is not a power of two in [8, %d]", r.group,
-                                         kMaxCqGroup));
+                         absl::StrFormat("%d is not a power of two in [%d, %d]", r.group,
+                                         kMinCqGroup, kMaxCqGroup));
   } else {
     if (r.group != 0)
       return RecordError(i, name, "group", kRecGroup,
@@ -196,9 +189,7 @@ absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) con
       for (int k = 0; k < r.ndim; ++k) overflow |= __builtin_mul_overflow(elems, uint64_t(r.shape[k]), &elems);
       overflow |= __builtin_mul_overflow(elems, uint64_t(r.dtype == DType::kFP16 ? 2 : 4), &need);
     }
-    const std::string what =
-        r.dtype == DType::kCQ ? absl::StrFormat("%s g%d %s", WidthName(r), r.group, RecordShapeString(r))
-                              : absl::StrFormat("%s %s", WidthName(r), RecordShapeString(r));
+    const std::string what = TypeLabel(r) + " " + RecordShapeString(r);  // "CQ2 g128 [8,16]"
     if (overflow)
       return RecordError(i, name, "shape", kRecShape,
                          absl::StrFormat("%s: the byte count overflows 64 bits", what));
@@ -369,16 +360,6 @@ absl::Status Validator::Run(Header* header, std::vector<float>* codebook,
   return absl::OkStatus();
 }
 
-// The group a stored codebook was scaled for: its CQ2 maximum is unit_max / sqrt(group).
-uint32_t InferCodebookGroup(std::span<const float> cb) {
-  if (cb.size() < 4 || !(cb[3] > 0)) return 0;
-  const double ratio = double(cb[3]) / kUnitCq2Max;
-  const double g = std::round(1.0 / (ratio * ratio));
-  if (g < 1 || g > double(1u << 30) || !IsPow2(uint64_t(g))) return 0;
-  if (std::abs(ratio * std::sqrt(g) - 1.0) > 1e-5) return 0;
-  return uint32_t(g);
-}
-
 }  // namespace
 
 absl::StatusOr<CactFile> CactFile::FromBytes(FileBytes bytes) {
@@ -386,7 +367,7 @@ absl::StatusOr<CactFile> CactFile::FromBytes(FileBytes bytes) {
   f.bytes_ = std::move(bytes);
   Validator v(f.bytes_.path(), f.bytes_.span());
   CACT_RETURN_IF_ERROR(v.Run(&f.header_, &f.codebook_, &f.tensors_, &f.heads_));
-  f.codebook_group_ = InferCodebookGroup(f.codebook_);
+  f.codebook_group_ = f.codebook_.size() >= 4 ? InferCodebookGroup(f.codebook_.data()) : 0;
   return f;
 }
 
@@ -396,12 +377,13 @@ absl::StatusOr<CactFile> CactFile::Open(const std::string& path) {
 }
 
 std::vector<float> CactFile::CodebookFor(uint32_t bits, uint32_t group) const {
-  if (bits == kTernaryBits) {
-    const float level = float(kTernaryLevel / std::sqrt(double(group)));
+  const CqType* type = FindCqType(bits);
+  if (!type) return {};
+  if (type->codebook_offset < 0) {
+    const float level = ScaleUnitLevel(kTernaryLevel, group);
     return {-level, 0.0f, level};
   }
-  if (bits < 2 || bits > 4) return {};
-  const uint32_t start = CodebookStart(bits), n = 1u << bits;
+  const uint32_t start = uint32_t(type->codebook_offset), n = type->levels;
   std::vector<float> cb(codebook_.begin() + start, codebook_.begin() + start + n);
   if (codebook_group_ != 0 && group != 0 && group != codebook_group_) {
     const double scale = std::sqrt(double(codebook_group_) / double(group));

@@ -19,6 +19,32 @@ const char* DTypeName(DType d) {
   return "?";
 }
 
+std::string WidthName(uint32_t record_bits) {
+  const CqType* t = FindCqType(record_bits);
+  return t ? t->width : std::to_string(record_bits);
+}
+
+std::string CqTypeName(uint32_t record_bits) { return "CQ" + WidthName(record_bits); }
+
+std::string TypeLabel(const TensorRecord& r) {
+  if (r.dtype != DType::kCQ) return DTypeName(r.dtype);
+  return CqTypeName(r.bits) + " g" + std::to_string(r.group);
+}
+
+float ScaleUnitLevel(double unit, uint32_t group) { return float(unit / std::sqrt(double(group))); }
+
+uint32_t InferCodebookGroup(const float* cq2_values) {
+  for (uint32_t group = kMinCqGroup; IsValidCqGroup(group); group <<= 1) {
+    bool same = true;
+    for (int i = 0; i < 4 && same; ++i) {
+      const float want = ScaleUnitLevel(kUnitCq2Levels[i], group);
+      same = std::memcmp(&want, &cq2_values[i], sizeof want) == 0;
+    }
+    if (same) return group;
+  }
+  return 0;
+}
+
 int Geometry::EngramSiteAt(uint32_t layer) const {
   for (uint32_t s = 0; s < num_engram_sites && s < engram_sites.size(); ++s)
     if (engram_sites[s] == layer) return int(s);

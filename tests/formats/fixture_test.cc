@@ -59,7 +59,7 @@ TEST_P(FixtureTest, OpensWithCaseJsonCountsNamesAndWidths) {
     ASSERT_TRUE(bits.contains(t.name)) << t.name;
     const double want = bits[t.name].get<double>();
     const uint32_t rec_bits = t.record.bits;
-    EXPECT_EQ(rec_bits == kTernaryBits ? 1.58 : double(rec_bits), want) << t.name;
+    EXPECT_EQ(std::stod(WidthName(rec_bits)), want) << t.name;
     EXPECT_EQ(t.record.group, cj["group"].get<uint32_t>()) << t.name;
   }
   EXPECT_EQ(cq, bits.size());
@@ -154,8 +154,7 @@ uint32_t FloatBits(float f) {
 std::vector<uint32_t> OfficialCodebook(const std::string& kase, uint32_t bits, uint32_t group) {
   std::ifstream in(Fixture(kase, "codebooks.json"));
   const nlohmann::json cb = nlohmann::json::parse(in)["codebooks"];
-  const std::string key = (bits == kTernaryBits ? std::string("bits1.58") : "bits" + std::to_string(bits)) +
-                          "_group" + std::to_string(group);
+  const std::string key = "bits" + WidthName(bits) + "_group" + std::to_string(group);
   std::vector<uint32_t> out;
   for (const auto& h : cb.at(key)["hex"]) out.push_back(uint32_t(std::stoul(h.get<std::string>(), nullptr, 16)));
   return out;

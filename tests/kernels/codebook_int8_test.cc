@@ -54,7 +54,7 @@ TEST(Int8Codebook, TernaryIsExactWithTheLevelAsScale) {
   for (uint32_t group : {32u, 128u}) {
     std::vector<float> cb = OfficialCodebook(5, group);
     ASSERT_EQ(cb.size(), 3u);
-    auto m = MakeInt8Codebook(cb, 5);
+    auto m = MakeInt8Codebook(cb, CqCodeBits(kTernaryBits));
     ASSERT_TRUE(m.ok()) << m.status();
     EXPECT_EQ(m->scale, cb[2]);
     // Indexed by crumb: 3 -> -1, 0 -> 0, 1 -> +1 (crumb 2 is invalid and maps to 0).
@@ -69,7 +69,7 @@ TEST(Int8Codebook, RejectsBadCodebooks) {
   EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{1, 2, 3}, 2).ok());
   EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{0, 0, 0, 0}, 2).ok());
   EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{0, NAN, 1, 2}, 2).ok());
-  EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{-1, 0, 2}, 5).ok());
+  EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{-1, 0, 2}, CqCodeBits(kTernaryBits)).ok());
   EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{1, 2}, 1).ok());
 }
 

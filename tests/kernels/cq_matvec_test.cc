@@ -33,8 +33,8 @@ Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt1
               bool cb_residual = false) {
   RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
   std::vector<float> cb = OfficialCodebook(bits, group);
-  Int8Codebook cb8 = MakeInt8Codebook(cb, bits, cb_residual && bits != 5).value();
-  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, bits, cb8);
+  Int8Codebook cb8 = MakeInt8Codebook(cb, cq.code_bits(), cb_residual && bits != kTernaryBits).value();
+  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, cq.code_bits(), cb8);
   EXPECT_TRUE(m.ok()) << m.status();
   return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
 }

@@ -26,7 +26,7 @@ struct Part {
 Part MakePart(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, const Int8Codebook& cb8,
               std::mt19937& rng) {
   RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
-  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, bits, cb8);
+  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, cq.code_bits(), cb8);
   EXPECT_TRUE(m.ok()) << m.status();
   return Part{std::move(cq), std::move(m).value()};
 }
@@ -36,9 +36,9 @@ TEST(CqStack, RowsAreBitIdenticalToTheirPartsOnEveryIsa) {
   for (ActPrecision act : {ActPrecision::kInt8, ActPrecision::kInt8x2})
     for (uint32_t bits : {2u, 3u, 4u, 5u})
       for (uint32_t group : {32u, 128u}) {
-        const bool residual = act == ActPrecision::kInt8x2 && bits != 5;
+        const bool residual = act == ActPrecision::kInt8x2 && bits != kTernaryBits;
         const Int8Codebook cb8 =
-            MakeInt8Codebook(OfficialCodebook(bits, group), bits, residual).value();
+            MakeInt8Codebook(OfficialCodebook(bits, group), CqCodeBits(bits), residual).value();
         const uint32_t in = 4 * group + 7;
         // Parts like a layer's mHC projections (4, 4, 16 rows), plus odd sizes and offsets.
         std::vector<Part> parts;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/kernels/cq_kernels.h"
+#include "formats/cact/header.h"  // the CQ type table (constexpr; nothing to link)
 #include "support/test_support.h"
 
 namespace cact::kernels::testing {
@@ -24,7 +25,7 @@ inline std::vector<Isa> SupportedIsas() {
   return out;
 }
 
-inline std::string WidthKey(uint32_t bits) { return bits == 5 ? "1.58" : std::to_string(bits); }
+inline std::string WidthKey(uint32_t bits) { return FindCqType(bits)->width; }
 
 // Official float32 codebook for (bits, group) from the fixture's codebooks.json; group 512
 // (not in the file) is the group-256 table times sqrt(1/2).
@@ -62,7 +63,7 @@ struct RandomCq {
   std::vector<uint16_t> norms;  // [out][groups]
   uint32_t in_pad() const { return (in + group - 1) / group * group; }
   uint32_t groups() const { return in_pad() / group; }
-  uint32_t code_bits() const { return bits == 5 ? 2 : bits; }
+  uint32_t code_bits() const { return CqCodeBits(bits); }
 };
 
 // Random codes packed as an LSB-first bitstream per row (written bit by bit), random norms.
@@ -76,7 +77,7 @@ inline RandomCq MakeRandomCq(uint32_t out, uint32_t in, uint32_t group, uint32_t
   static const uint32_t crumbs[3] = {3, 0, 1};
   for (uint32_t r = 0; r < out; ++r)
     for (uint32_t k = 0; k < ip; ++k) {
-      uint32_t c = bits == 5 ? crumbs[rng() % 3] : rng() % (1u << bits);
+      uint32_t c = bits == kTernaryBits ? crumbs[rng() % 3] : rng() % (1u << bits);
       m.codes[size_t(r) * ip + k] = c;
       for (uint32_t b = 0; b < cb; ++b)
         if (c >> b & 1) {
@@ -96,7 +97,7 @@ inline RandomCq MakeRandomCq(uint32_t out, uint32_t in, uint32_t group, uint32_t
 
 // Codebook value (float) of a stored code: ternary crumbs 3, 0, 1 -> cb[0], cb[1], cb[2].
 inline double CodeValue(const std::vector<float>& cb, uint32_t bits, uint32_t code) {
-  if (bits == 5) return code == 3 ? cb[0] : code == 0 ? cb[1] : cb[2];
+  if (bits == kTernaryBits) return code == 3 ? cb[0] : code == 0 ? cb[1] : cb[2];
   return cb[code];
 }
 

@@ -98,6 +98,9 @@ TEST(Codebook, SpecReleasedCq2ValuesAndGroupInference) {
   std::vector<float> other = cb;
   other[1] = std::nextafter(other[1], 0.0f);
   EXPECT_EQ(InferCodebookGroup(other.data()), 0u);
+  // The unit CQ2 levels the format library matches stored codebooks against.
+  ASSERT_EQ(UnitLloydMax(2).size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(UnitLloydMax(2)[i], kUnitCq2Levels[i]) << i;
   EXPECT_TRUE(UnitLloydMax(5).empty());
   // Ternary: float32(1.2240064 / sqrt(g)) rounded once (not 1.2240064f * (1/sqrt(g))).
   std::vector<float> t = CqCodebook(5, 128);

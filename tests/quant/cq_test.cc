@@ -55,18 +55,18 @@ TEST(CqPack, KnownLayouts) {
 TEST(CqPack, RoundTripsEveryWidth) {
   std::mt19937 rng(3);
   for (uint32_t bits : {2u, 3u, 4u, 5u}) {
-    const uint32_t levels = bits == 5 ? 3 : 1u << bits;
+    const uint32_t levels = FindCqType(bits)->levels;
     for (uint32_t n : {8u, 64u, 128u, 384u, 1024u}) {
       std::vector<uint8_t> codes(n), back(n);
       for (uint8_t& c : codes) c = uint8_t(rng() % levels);
-      const uint32_t width = bits == 5 ? 2 : bits;
+      const uint32_t width = CqCodeBits(bits);
       std::vector<uint8_t> packed(n * width / 8 + 1, 0xEE);
       PackRow(codes.data(), n, bits, packed.data());
       EXPECT_EQ(packed[n * width / 8], 0xEE) << "wrote past the row";
       UnpackRow(packed.data(), n, bits, back.data());
       EXPECT_EQ(codes, back) << "bits " << bits << " n " << n;
       // Every byte pattern unpacks and repacks to itself (except ternary crumb 2, no trit).
-      if (bits != 5) {
+      if (bits != kTernaryBits) {
         std::vector<uint8_t> raw(n * width / 8), again(raw.size());
         for (uint8_t& b : raw) b = uint8_t(rng());
         UnpackRow(raw.data(), n, bits, back.data());

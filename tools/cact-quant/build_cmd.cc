@@ -29,7 +29,7 @@ int RunBuild(const Options& o) {
     req.scheme = *s;
   }
   if (o.group_given) {
-    if (!IsPowerOfTwoGroup(o.group))
+    if (!IsValidCqGroup(o.group))
       return rep.Fail(absl::InvalidArgumentError("--group " + std::to_string(o.group) +
                                                  " is not a power of two in [8, 65536]"));
     req.group = o.group;
