@@ -14,8 +14,8 @@
 namespace cact {
 
 struct ValidateThresholds {
-  double max_logits_rel_l2 = 0.005;  // issue 4 contract: <= 0.5 %
-  double min_top1 = 0.99;            // issue 4 contract: >= 99 %
+  double max_logits_rel_l2 = 0.005;  // the fast path's accuracy contract: <= 0.5 %
+  double min_top1 = 0.99;            // and >= 99 % top-1 agreement
   double max_kl_mean = 0.01;         // nats; generous sanity bounds (0.5 % logit error
   double max_kl_max = 0.1;           // gives KL ~1e-4)
 };

@@ -1,6 +1,6 @@
 // AVX2 CQ kernels, shared by cq_avx2.cc (maddubs with the sign trick) and cq_avxvnni.cc
 // (vpdpbusd with the +128 codebook offset). Same structure as the AVX-512 kernels with 8
-// rows per block and 32-byte chunks; see cq_avx512.cc for the scheme.
+// rows per block and 32-byte chunks; see cq_avx512_impl.h for the scheme.
 //
 // Everything here lives in an anonymous namespace: the two including files are compiled
 // with different ISA flags and must not share (ODR-merge) any function.

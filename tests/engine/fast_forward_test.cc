@@ -1,7 +1,7 @@
 // The fast path (int8 CQ kernels, int8 KV cache, chunked prefill) against the FP32
 // reference on both fixtures.
 //
-// Tolerances (issue 4's accuracy contract): logits relative L2 <= 0.5 % and top-1
+// Tolerances (the fast path's accuracy contract): logits relative L2 <= 0.5 % and top-1
 // agreement >= 99 %. The fast path's error comes from int8 activations (step = absmax/127
 // per 128-group after the rotation: ~0.2-0.4 % relative noise per product, measured in
 // tests/kernels), the int8 codebook (<= 0.4 % per level) and the int8 KV cache; these add

@@ -50,7 +50,7 @@ TEST_P(FixtureBuild, WeightsAndTokenizerModelGiveTheExportersFile) {
   const std::vector<uint8_t>& tok_bytes = c->tensors.back().bytes;
   std::span<const uint8_t> want_tok = official->tokenizer_blob();
   EXPECT_TRUE(std::equal(tok_bytes.begin(), tok_bytes.end(), want_tok.begin(), want_tok.end()));
-  // Codes and norms per the foundation issue's agreement (>= 99.99 %, norms within 1 ulp).
+  // Codes and norms must agree with the official exporter's (>= 99.99 %, norms within 1 ulp).
   uint64_t codes = 0, equal = 0;
   for (size_t i = 0; i < n; ++i) {
     const TensorEntry& t = official->tensors()[i];

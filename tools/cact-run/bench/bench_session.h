@@ -1,4 +1,4 @@
-// `cact-run bench`'s start-up and memory figures (issue 6's load and RSS targets):
+// `cact-run bench`'s start-up and memory figures (load time and peak RSS):
 //  - open + validate: CactFile::Open + Model::FromFile, i.e. mapping the file, checking
 //    every header field, record and the tokenizer, and building the model view;
 //  - fast-path setup: MakeFastForward (norm panels, int8 codebooks, buffers, KV cache);
