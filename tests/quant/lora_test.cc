@@ -135,14 +135,20 @@ TEST(Lora, MergedValuesEqualNumpyFp32) {
                                                                 (const uint8_t*)(p.b.data() + p.b.size())));
     names += absl::StrFormat("('%s', %d, %d, %d),", name, p.out, p.in, p.rank);
   }
-  // W is the official reader's dequantization (bit-identical to ours), merged by numpy.
+  // W is the official reader's dequantization (bit-identical to ours), merged by numpy in
+  // float32. B A is summed over the rank in order, one rounding per multiply and per add:
+  // the reference BLAS's order. `b @ a` would take whatever order the installed BLAS uses
+  // (OpenBLAS blocks and fuses), which changes the last bits from one machine to the next.
   ASSERT_TRUE(testing::RunPythonOracle(dir, R"(
 import numpy as np
 for name, out, inn, r in [)" + names + R"(]:
     w = np.load(')" + Fixture("tiny", "official_dequant/") + R"(' + name + '.npy')
     a = np.fromfile(name + '.a', np.float32).reshape(r, inn)
     b = np.fromfile(name + '.b', np.float32).reshape(out, r)
-    (w + 2.0 * (b @ a)).astype(np.float32).tofile(name + '.merged')
+    ba = np.zeros((out, inn), np.float32)
+    for k in range(r):
+        ba += b[:, k:k + 1] * a[k:k + 1, :]
+    (w + np.float32(2.0) * ba).astype(np.float32).tofile(name + '.merged')
 )"));
   for (const LoraPair& p : m.adapter.pairs) {
     const std::string name = absl::StrFormat("layer%02d.%s", p.layer, p.proj);

@@ -227,10 +227,10 @@ TEST(Return, MissingOrReshapedTensorsAreClearErrors) {
 
 TEST(Return, ForeignInputsAreClearErrors) {
   TempDir dir;
-  // safetensors without --base
+  // safetensors without its base .cact
   auto no_base = ImportToCact({Fixture("tiny", "weights.safetensors"), std::nullopt, dir / "x.cact", {}});
   ASSERT_FALSE(no_base.ok());
-  EXPECT_NE(no_base.status().message().find("--base"), std::string::npos);
+  EXPECT_NE(no_base.status().message().find("needs its base .cact"), std::string::npos);
   // a zip that is not a TorchScript archive
   WriteAll(dir / "fake.pt", {'P', 'K', 3, 4, 0, 0, 0, 0, 1, 2, 3});
   auto fake = ImportToCact({dir / "fake.pt", std::nullopt, dir / "x.cact", {}});
