@@ -17,11 +17,11 @@ namespace cact::fast {
 
 // One token's working vectors, pointing into a TokenBuffers row and the shared outputs.
 struct TokenView {
-  float *X, *nx;              // lane state and its rms_unit [m * d]
-  float *u, *bx, *h, *out;    // [d]
-  float *z;                   // Hadamard MLP scratch [hada_n]
-  float *q, *k, *v, *gate;    // [A], [K], [K], [A]
-  float *o;                   // attention output [A]
+  float *X, *nx;                  // lane state and its rms_unit [m * d]
+  float *u, *bx, *h, *out;        // [d]
+  float* z;                       // Hadamard MLP scratch [hada_n]
+  float *q, *k, *v, *gate;        // [A], [K], [K], [A]
+  float* o;                       // attention output [A]
   const float *pre, *post, *res;  // this layer's mHC projections [m], [m], [m * m]
 };
 

@@ -17,9 +17,9 @@
 namespace cact {
 
 struct ChatPrompt {
-  std::string text;            // the rendered template (without BOS)
-  std::vector<int32_t> ids;    // BOS + Encode(text)
-  uint32_t tools_prefix = 0;   // tokens from BOS through </tools>: the default KV sink
+  std::string text;           // the rendered template (without BOS)
+  std::vector<int32_t> ids;   // BOS + Encode(text)
+  uint32_t tools_prefix = 0;  // tokens from BOS through </tools>: the default KV sink
 };
 
 // Parses a tools declaration (a JSON array) and re-serialises it the way the official

@@ -78,8 +78,11 @@ void SinkhornFast(float* a, uint32_t m) {
 class FastForward final : public Forward {
  public:
   FastForward(const Model& model, const ForwardOptions& options, const FastForwardOptions& fast)
-      : m_(model), g_(model.geometry()), opt_(options),
-        threads_(std::max(1, options.threads)), team_(uint32_t(threads_)),
+      : m_(model),
+        g_(model.geometry()),
+        opt_(options),
+        threads_(std::max(1, options.threads)),
+        team_(uint32_t(threads_)),
         kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len, 0),
         act_(g_, kFastPrefillChunk, uint32_t(threads_), model.engram_sites().size(), kv_.rows()) {
     const FastForwardOptions& lo = fast;
@@ -127,7 +130,8 @@ class FastForward final : public Forward {
     }
 
     inv_freq_ = ops::RopeInvFreq(g_.head_dim, g_.rope_theta);
-    hist_len_ = (g_.engram_conv_taps > 0 ? (g_.engram_conv_taps - 1) * g_.engram_conv_dilation : 0) + 1;
+    hist_len_ =
+        (g_.engram_conv_taps > 0 ? (g_.engram_conv_taps - 1) * g_.engram_conv_dilation : 0) + 1;
     Reset();
   }
 
@@ -194,8 +198,10 @@ class FastForward final : public Forward {
       if (logits) in.logits.Begin(b.h.data() + size_t(first) * d, n - first, d, d);
     }
     team_.Run([&](uint32_t me, uint32_t nt) {
-      if (n == 1) Decode(p0, me, nt, logits);
-      else Prefill(p0, n, first, logits, me, nt);
+      if (n == 1)
+        Decode(p0, me, nt, logits);
+      else
+        Prefill(p0, n, first, logits, me, nt);
     });
     // The engram history ring takes the chunk's raw values (read during the chunk).
     const uint32_t d = g_.d_model;
@@ -325,8 +331,8 @@ class FastForward final : public Forward {
     }
   }
 
-  void PrefillLayer(uint32_t l, uint32_t p0, uint32_t n, uint32_t first, float* logits,
-                    Inputs& in, uint32_t me, uint32_t nt) {
+  void PrefillLayer(uint32_t l, uint32_t p0, uint32_t n, uint32_t first, float* logits, Inputs& in,
+                    uint32_t me, uint32_t nt) {
     TokenBuffers& b = act_.chunk;
     const FastLayer& fl = layers_[l];
     const uint32_t d = g_.d_model, A = g_.attn_dim(), K = g_.kv_dim(), KVH = g_.num_kv_heads;
@@ -387,8 +393,8 @@ class FastForward final : public Forward {
   // ---- per-token pieces --------------------------------------------------------------
 
   // Products of one shared input for tokens < n, split over the team.
-  void Products(const SharedInput& in, const FastMatrix& mat, uint32_t rb, uint32_t re,
-                uint32_t n, float* y, uint32_t me, uint32_t nt) {
+  void Products(const SharedInput& in, const FastMatrix& mat, uint32_t rb, uint32_t re, uint32_t n,
+                float* y, uint32_t me, uint32_t nt) {
     kn::RowRange r = SplitRange(rb, re, nt, me);
     in.Apply(mat, n, r.begin, r.end, y, mat.rows());
   }
@@ -413,7 +419,11 @@ class FastForward final : public Forward {
     }
     // The products write row r of their matrix at y[r]: shift each so the layer's first
     // row lands on its slot (the shifted pointers stay inside mhc_out: l * m <= l * MhcRows()).
-    struct Part { const FastMatrix* matrix; uint32_t begin, end; float* y; };
+    struct Part {
+      const FastMatrix* matrix;
+      uint32_t begin, end;
+      float* y;
+    };
     const Part parts[3] = {{&phi_pre_, l * m, l * m + m, y - l * m},
                            {&phi_post_, l * m, l * m + m, y + m - l * m},
                            {&phi_res_, l * m * m, (l + 1) * m * m, y + 2 * m - l * m * m}};
@@ -498,8 +508,8 @@ class FastForward final : public Forward {
     for (uint32_t j = 0; j < g_.engram_conv_taps; ++j) {
       if (uint64_t(j) * dil > pos) break;
       const uint32_t src = pos - j * dil;
-      const float* vj = src >= p0 ? &act_.eng_vraw[s][size_t(src - p0) * d]
-                                  : &hist[size_t(src % hist_len_) * d];
+      const float* vj =
+          src >= p0 ? &act_.eng_vraw[s][size_t(src - p0) * d] : &hist[size_t(src % hist_len_) * d];
       for (uint32_t c = 0; c < d; ++c) out[c] += taps[size_t(j) * d + c] * vj[c];
     }
   }

@@ -29,8 +29,8 @@ namespace cact {
 inline constexpr uint32_t kFastPrefillChunk = 16;
 
 struct FastForwardOptions {
-  bool two_level_activations = true;  // false: plain int8 activations
-  bool codebook_residual = true;      // int8 residual of 3- and 4-bit codebooks
+  bool two_level_activations = true;    // false: plain int8 activations
+  bool codebook_residual = true;        // int8 residual of 3- and 4-bit codebooks
   bool codebook_residual_2bit = false;  // also for 2-bit codebooks (more accurate, slower)
 };
 

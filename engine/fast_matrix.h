@@ -85,8 +85,10 @@ class FastMatrix {
              uint32_t rb, uint32_t re, float* y, size_t y_stride) const {
     if (rb >= re) return;
     if (cq_) {
-      if (n == 1) kn::MatVecRows(*cq_, *act, 0, rb, re, y);
-      else kn::MatMatRows(*cq_, *act, rb, re, y, y_stride);
+      if (n == 1)
+        kn::MatVecRows(*cq_, *act, 0, rb, re, y);
+      else
+        kn::MatMatRows(*cq_, *act, rb, re, y, y_stride);
       return;
     }
     for (uint32_t t = 0; t < n; ++t)

@@ -15,9 +15,9 @@ absl::Status CheckFeed(const Model& model, uint32_t position, std::span<const in
           "token %d at index %d is not a valid id (vocab %d)", tokens[i], i, model.vocab()));
   }
   if (uint64_t(position) + tokens.size() > model.max_seq_len())
-    return absl::OutOfRangeError(absl::StrFormat(
-        "sequence of %d tokens exceeds the model's max_seq_len %d",
-        uint64_t(position) + tokens.size(), model.max_seq_len()));
+    return absl::OutOfRangeError(
+        absl::StrFormat("sequence of %d tokens exceeds the model's max_seq_len %d",
+                        uint64_t(position) + tokens.size(), model.max_seq_len()));
   return absl::OkStatus();
 }
 

@@ -14,7 +14,8 @@ absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std
   if (IsReferencePath(path)) return MakeReferenceForward(model, options);
   if (path == "auto") path = "fast";
   if (path == "fast") {
-    if (absl::Status st = CheckFastPathSupports(model.geometry(), options.attn); !st.ok()) return st;
+    if (absl::Status st = CheckFastPathSupports(model.geometry(), options.attn); !st.ok())
+      return st;
     return MakeFastForward(model, options);
   }
   return absl::InvalidArgumentError("unknown forward path '" + std::string(path) +

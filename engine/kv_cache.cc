@@ -66,7 +66,8 @@ void KvCache::Store(uint32_t l, uint32_t h, uint32_t pos, const float* key, cons
 void KvCache::KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {
   const uint32_t slot = Slot(pos);
   *scale = key_scale_[RowIndex(l, h, slot)];
-  for (uint32_t c = 0; c < head_dim_; ++c) out[c] = keys_[KeyBlock(l, h) + size_t(c) * rows() + slot];
+  for (uint32_t c = 0; c < head_dim_; ++c)
+    out[c] = keys_[KeyBlock(l, h) + size_t(c) * rows() + slot];
 }
 
 void KvCache::ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {
@@ -75,8 +76,8 @@ void KvCache::ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float*
   for (uint32_t c = 0; c < head_dim_; ++c) out[c] = values_[r * head_dim_ + c];
 }
 
-void KvCache::Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q,
-                     float* out, float* scratch) const {
+void KvCache::Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
+                     float* scratch) const {
   // Visible keys: the pinned prefix [0, min(sink, pos + 1)) and the recent run [lo, pos].
   const uint32_t sink_end = std::min(attn_.sink, pos + 1);
   uint32_t lo = attn_.window == 0 || pos + 1 < attn_.window ? 0 : pos + 1 - attn_.window;

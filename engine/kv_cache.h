@@ -67,10 +67,10 @@ class KvCache {
   uint32_t layers_, kv_heads_, head_dim_;
   AttentionWindow attn_;
   uint32_t sink_rows_ = 0, ring_rows_ = 0;
-  std::vector<int8_t> keys_;     // [layer][kv_head][head_dim][row] (transposed: lanes = rows)
-  std::vector<int8_t> values_;   // [layer][kv_head][row][head_dim]
+  std::vector<int8_t> keys_;    // [layer][kv_head][head_dim][row] (transposed: lanes = rows)
+  std::vector<int8_t> values_;  // [layer][kv_head][row][head_dim]
   std::vector<float> key_scale_, value_scale_;  // [layer][kv_head][row]
-  std::vector<int64_t> newest_;            // per layer: newest stored position, -1 none
+  std::vector<int64_t> newest_;                 // per layer: newest stored position, -1 none
 };
 
 }  // namespace cact

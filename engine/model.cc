@@ -82,11 +82,10 @@ absl::StatusOr<const TensorEntry*> Model::Entry(const std::string& name,
   const TensorEntry* t = file_.Find(name);
   if (!t) return FileError(path(), absl::StrCat("tensor ", name, " missing"));
   if (t->shape() != shape) {
-    return FormatError(path(), absl::StrCat(name, ".shape"),
-                       kHeaderBytes + 4ull * file_.header().codebook_len +
-                           uint64_t(t->index) * kRecordBytes + 4,
-                       absl::StrCat("expected ", ShapeString(shape), ", found ",
-                                    ShapeString(t->shape())));
+    return FormatError(
+        path(), absl::StrCat(name, ".shape"),
+        kHeaderBytes + 4ull * file_.header().codebook_len + uint64_t(t->index) * kRecordBytes + 4,
+        absl::StrCat("expected ", ShapeString(shape), ", found ", ShapeString(t->shape())));
   }
   return t;
 }
@@ -106,17 +105,22 @@ absl::StatusOr<MatrixView> Model::Matrix(const std::string& name, uint32_t rows,
       v.cq = CqShape{rows, cols, t->record.group, t->record.bits};
       v.codebook = file_.CodebookFor(t->record.bits, t->record.group);
       need = v.cq.blob_bytes();
-      if (const CqType* type = FindCqType(t->record.bits); !type || v.codebook.size() != type->levels)
+      if (const CqType* type = FindCqType(t->record.bits);
+          !type || v.codebook.size() != type->levels)
         return FileError(path(), absl::StrCat(name, ": no codebook for bits ", t->record.bits));
       break;
-    case DType::kFP16: need = uint64_t(rows) * cols * 2; break;
-    case DType::kFP32: need = uint64_t(rows) * cols * 4; break;
+    case DType::kFP16:
+      need = uint64_t(rows) * cols * 2;
+      break;
+    case DType::kFP32:
+      need = uint64_t(rows) * cols * 4;
+      break;
     case DType::kRAW:
       return FileError(path(), absl::StrCat(name, ": a matrix cannot be RAW"));
   }
   if (v.blob.size() < need)
-    return FileError(path(), absl::StrFormat("%s: blob has %d bytes, needs %d", name,
-                                             v.blob.size(), need));
+    return FileError(path(),
+                     absl::StrFormat("%s: blob has %d bytes, needs %d", name, v.blob.size(), need));
   return v;
 }
 
@@ -132,22 +136,23 @@ absl::StatusOr<std::vector<float>> Model::Vector(const std::string& name,
   } else if (t->record.dtype == DType::kFP32 && b.size() >= n * 4) {
     for (uint64_t i = 0; i < n; ++i) out[i] = LoadF32(b.data() + 4 * i);
   } else {
-    return FileError(path(), absl::StrCat(name, ": expected an FP16/FP32 vector of ",
-                                          ShapeString(shape), " (", DTypeName(t->record.dtype),
-                                          ", ", b.size(), " bytes)"));
+    return FileError(
+        path(), absl::StrCat(name, ": expected an FP16/FP32 vector of ", ShapeString(shape), " (",
+                             DTypeName(t->record.dtype), ", ", b.size(), " bytes)"));
   }
   return out;
 }
 
 absl::Status Model::Build() {
   const Geometry& g = geometry();
-  const uint32_t d = g.d_model, A = g.attn_dim(), K = g.kv_dim(), n = g.hada_n,
-                 m = g.mhc_lanes, L = g.num_layers;
+  const uint32_t d = g.d_model, A = g.attn_dim(), K = g.kv_dim(), n = g.hada_n, m = g.mhc_lanes,
+                 L = g.num_layers;
   // Geometry the forward pass relies on (a validated header should already hold these;
   // re-checked here because a wrong value would index outside a buffer).
   auto bad = [&](const std::string& what) { return FileError(path(), "geometry: " + what); };
   if (d == 0 || L == 0 || m == 0 || g.vocab == 0) return bad("zero dimension");
-  if (g.num_kv_heads == 0 || g.num_heads % g.num_kv_heads) return bad("num_heads % num_kv_heads != 0");
+  if (g.num_kv_heads == 0 || g.num_heads % g.num_kv_heads)
+    return bad("num_heads % num_kv_heads != 0");
   if (g.head_dim == 0 || g.head_dim % 2) return bad("head_dim must be even");
   if (!IsPowerOfTwo(n) || n < d) return bad("hada_n must be a power of two >= d_model");
   if (g.num_engram_sites > 4 || g.num_engram_orders > 4) return bad("too many engram sites/orders");

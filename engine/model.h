@@ -21,9 +21,9 @@ struct MatrixView {
   const TensorEntry* entry = nullptr;
   DType dtype = DType::kCQ;
   uint32_t rows = 0, cols = 0;
-  CqShape cq;                    // valid when dtype == kCQ
+  CqShape cq;                     // valid when dtype == kCQ
   std::span<const uint8_t> blob;  // the record's bytes inside the mapped file
-  std::vector<float> codebook;   // CodebookFor(bits, group) when CQ
+  std::vector<float> codebook;    // CodebookFor(bits, group) when CQ
 
   bool is_cq() const { return dtype == DType::kCQ; }
   const std::string& name() const { return entry->name; }
@@ -35,17 +35,17 @@ struct MatrixView {
 };
 
 struct LayerWeights {
-  std::vector<float> norm_in;    // [d]
-  MatrixView q_proj;             // [A, d]
-  MatrixView k_proj, v_proj;     // [K, d]
+  std::vector<float> norm_in;         // [d]
+  MatrixView q_proj;                  // [A, d]
+  MatrixView k_proj, v_proj;          // [K, d]
   std::vector<float> q_norm, k_norm;  // [head_dim]
-  MatrixView gate_proj;          // [A, d]
-  MatrixView out_proj;           // [d, A]
-  std::vector<float> post_norm;  // [d]
-  float attn_gate = 0;           // raw parameter; the residual uses sigmoid(attn_gate)
-  std::vector<float> pre_hada;   // [d]
-  std::vector<float> d1, d2, d3; // [hada_n]
-  int engram_site = -1;          // index into Model::engram_sites(), -1 if none
+  MatrixView gate_proj;               // [A, d]
+  MatrixView out_proj;                // [d, A]
+  std::vector<float> post_norm;       // [d]
+  float attn_gate = 0;                // raw parameter; the residual uses sigmoid(attn_gate)
+  std::vector<float> pre_hada;        // [d]
+  std::vector<float> d1, d2, d3;      // [hada_n]
+  int engram_site = -1;               // index into Model::engram_sites(), -1 if none
 };
 
 struct MhcWeights {
@@ -58,10 +58,10 @@ struct MhcWeights {
 
 struct EngramSiteWeights {
   uint32_t layer = 0;
-  MatrixView tables;       // [T*S, s], row t*S + slot
-  MatrixView key_proj;     // [d, T*s]
-  MatrixView value_proj;   // [d, T*s]
-  std::vector<float> taps; // [taps, d], taps[j*d + c] multiplies v[t - dilation*j]
+  MatrixView tables;        // [T*S, s], row t*S + slot
+  MatrixView key_proj;      // [d, T*s]
+  MatrixView value_proj;    // [d, T*s]
+  std::vector<float> taps;  // [taps, d], taps[j*d + c] multiplies v[t - dilation*j]
 };
 
 struct ProbeHeadWeights {

@@ -46,8 +46,9 @@ absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<con
   const uint32_t d = model.d_model(), L = model.num_layers();
   const size_t T = tokens.size();
   if (hidden.size() != size_t(L) * T * d)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "probe heads: hidden has %d values, expected L*T*d = %d", hidden.size(), size_t(L) * T * d));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("probe heads: hidden has %d values, expected L*T*d = %d", hidden.size(),
+                        size_t(L) * T * d));
   ProbeOutputs out;
   if (model.probe_heads().empty()) return out;
 

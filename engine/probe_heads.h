@@ -13,7 +13,7 @@ namespace cact {
 struct ProbeOutputs {
   std::vector<float> retrieval;  // contrastive head, L2-normalised; empty without the head
   bool has_confidence = false;
-  float confidence = 0;          // confidence head logit
+  float confidence = 0;  // confidence head logit
 };
 
 // Cells are, for every token, [e = sqrt(d) * embedding[token], lane mean after each layer]

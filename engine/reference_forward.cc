@@ -17,9 +17,9 @@ struct DenseLayer {
 };
 
 struct DenseEngramSite {
-  std::vector<float> tables;     // [T*S, s]
-  std::vector<float> key_proj;   // [d, T*s]
-  std::vector<float> value_proj; // [d, T*s]
+  std::vector<float> tables;      // [T*S, s]
+  std::vector<float> key_proj;    // [d, T*s]
+  std::vector<float> value_proj;  // [d, T*s]
 };
 
 class ReferenceForward final : public Forward {
@@ -169,7 +169,8 @@ class ReferenceForward final : public Forward {
     }
     // P = Sinkhorn(a_res * res + b_res).
     std::vector<float> P(size_t(m) * m);
-    for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * proj.res[k] + mhc.b_res[l * m * m + k];
+    for (uint32_t k = 0; k < m * m; ++k)
+      P[k] = mhc.a_res[l] * proj.res[k] + mhc.b_res[l * m * m + k];
     ops::SinkhornLog(P.data(), m);
 
     // X_new[i] = sum_j P[i][j] X[j] + h_post[i] * delta.
@@ -223,7 +224,10 @@ class ReferenceForward final : public Forward {
       const float* qh = &q[hh * hd];
       float mx = -INFINITY;
       for (uint32_t key = 0; key <= pos; ++key) {
-        if (!opt_.attn.Visible(pos, key)) { score[key] = -INFINITY; continue; }
+        if (!opt_.attn.Visible(pos, key)) {
+          score[key] = -INFINITY;
+          continue;
+        }
         score[key] = ops::Dot(qh, &kc[size_t(key) * K + kvh * hd], hd) * inv_scale;
         mx = std::max(mx, score[key]);
       }

@@ -28,8 +28,12 @@ struct Prompt {
 absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) {
   const int sources = int(req.tokens.has_value()) + int(req.prompt.has_value()) +
                       int(req.tools_json.has_value() || req.query.has_value());
-  if (sources == 0) return BadRequest("no prompt: give token ids, a text prompt, or tool declarations with a query");
-  if (sources > 1) return BadRequest("give only one of token ids, a text prompt and tool declarations with a query");
+  if (sources == 0)
+    return BadRequest(
+        "no prompt: give token ids, a text prompt, or tool declarations with a query");
+  if (sources > 1)
+    return BadRequest(
+        "give only one of token ids, a text prompt and tool declarations with a query");
   Prompt p;
   if (req.tokens) {
     if (req.tokens->empty()) return BadRequest("the token id list is empty");
@@ -45,7 +49,8 @@ absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) 
   if (!req.tools_json || !req.query) return BadRequest("tool declarations and a query go together");
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  CACT_ASSIGN_OR_RETURN(ChatPrompt chat, BuildChatPrompt(*tok, *req.tools_json, *req.query, system));
+  CACT_ASSIGN_OR_RETURN(ChatPrompt chat,
+                        BuildChatPrompt(*tok, *req.tools_json, *req.query, system));
   p.ids = std::move(chat.ids);
   p.chat = true;
   p.tools_prefix = chat.tools_prefix;
@@ -81,7 +86,9 @@ class TextStream {
 absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model& model) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InvalidArgumentError("hidden-state dump: cannot create " + dir + ": " + ec.message());
+  if (ec)
+    return absl::InvalidArgumentError("hidden-state dump: cannot create " + dir + ": " +
+                                      ec.message());
   const std::vector<float>& h = fwd.hidden();
   return WriteNpy(dir + "/hidden.npy", h.data(),
                   {model.num_layers(), fwd.position(), model.d_model()});
@@ -133,18 +140,21 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     clock.Reset();
     ForwardOptions ref_opt = opt;
     ref_opt.threads = ThreadsFor(req, "ref");
-    CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> ref, MakeForwardPath(model, "ref", ref_opt));
+    CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> ref,
+                          MakeForwardPath(model, "ref", ref_opt));
     CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> cand, MakeForwardPath(model, path, opt));
     r.timings.load_ms = r.timings.open_ms + clock.Millis();
     r.path_name = cand->name();
-    CACT_ASSIGN_OR_RETURN(r.validation, ValidateForwards(*ref, *cand, prompt.ids, req.validate_steps,
-                                                         model.num_layers(), req.thresholds));
+    CACT_ASSIGN_OR_RETURN(r.validation,
+                          ValidateForwards(*ref, *cand, prompt.ids, req.validate_steps,
+                                           model.num_layers(), req.thresholds));
     r.timings.peak_rss_bytes = PeakRssBytes();
     return r;
   }
 
   clock.Reset();
-  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> fwd_ptr, MakeForwardPath(model, req.path, opt));
+  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> fwd_ptr,
+                        MakeForwardPath(model, req.path, opt));
   Forward& fwd = *fwd_ptr;
   r.path_name = fwd.name();
   r.timings.load_ms = r.timings.open_ms + clock.Millis();
@@ -185,11 +195,14 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   r.text = stream.text();
   r.timings.generated_tokens = uint32_t(r.generated_ids.size());
 
-  if (!req.dump_hidden_dir.empty()) CACT_RETURN_IF_ERROR(WriteHidden(req.dump_hidden_dir, fwd, model));
+  if (!req.dump_hidden_dir.empty())
+    CACT_RETURN_IF_ERROR(WriteHidden(req.dump_hidden_dir, fwd, model));
   if (req.probes) {
     std::vector<int32_t> fed = prompt.ids;
-    fed.insert(fed.end(), r.generated_ids.begin(), r.generated_ids.begin() + r.timings.decode_steps);
-    CACT_ASSIGN_OR_RETURN(r.probes, ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0));
+    fed.insert(fed.end(), r.generated_ids.begin(),
+               r.generated_ids.begin() + r.timings.decode_steps);
+    CACT_ASSIGN_OR_RETURN(
+        r.probes, ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0));
   }
   r.timings.peak_rss_bytes = PeakRssBytes();
   return r;
@@ -200,15 +213,16 @@ std::string ThreadsText(int n) { return absl::StrFormat("%d thread%s", n, n == 1
 std::string TimingLine(const RunResult& r) {
   const RunTimings& t = r.timings;
   if (r.validation)
-    return absl::StrFormat("cact-run [validate %s vs reference, %s, window %d, sink %d]: load %.1f ms "
-                           "| tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MiB",
-                           r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.tokenize_ms,
-                           t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
+    return absl::StrFormat(
+        "cact-run [validate %s vs reference, %s, window %d, sink %d]: load %.1f ms "
+        "| tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MiB",
+        r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.tokenize_ms,
+        t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
   std::string s = absl::StrFormat(
       "cact-run [%s, %s, window %d, sink %d]: load %.1f ms (open %.1f) | tokenize %.2f ms | "
       "prompt %d tokens | prefill %.1f ms (%.1f tok/s)",
-      r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms, t.prompt_tokens, t.prefill_ms,
-      t.prefill_tokens_per_s());
+      r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms,
+      t.prompt_tokens, t.prefill_ms, t.prefill_tokens_per_s());
   if (t.generated_tokens)
     s += absl::StrFormat(" | first token %.1f ms | decode %d steps %.1f tok/s", t.first_token_ms,
                          t.decode_steps, t.decode_tokens_per_s());
@@ -218,10 +232,14 @@ std::string TimingLine(const RunResult& r) {
 
 std::string ResultJson(const RunResult& r) {
   const RunTimings& t = r.timings;
-  nlohmann::ordered_json j = {{"path", r.path_name},         {"threads", r.threads},
-                              {"window", r.window},          {"sink", r.sink},
-                              {"prompt_tokens", t.prompt_tokens}, {"prompt_ids", r.prompt_ids},
-                              {"generated_ids", r.generated_ids}, {"text", r.text}};
+  nlohmann::ordered_json j = {{"path", r.path_name},
+                              {"threads", r.threads},
+                              {"window", r.window},
+                              {"sink", r.sink},
+                              {"prompt_tokens", t.prompt_tokens},
+                              {"prompt_ids", r.prompt_ids},
+                              {"generated_ids", r.generated_ids},
+                              {"text", r.text}};
   j["timings"] = {{"open_ms", t.open_ms},
                   {"load_ms", t.load_ms},
                   {"tokenize_ms", t.tokenize_ms},

@@ -51,7 +51,8 @@ struct RunRequest {
 
 struct RunTimings {
   // load_ms = open_ms (map + validate + model view) + the forward path's setup.
-  double open_ms = 0, load_ms = 0, tokenize_ms = 0, prefill_ms = 0, first_token_ms = 0, decode_ms = 0;
+  double open_ms = 0, load_ms = 0, tokenize_ms = 0, prefill_ms = 0, first_token_ms = 0,
+         decode_ms = 0;
   uint32_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;
   uint64_t peak_rss_bytes = 0;
   double prefill_tokens_per_s() const;

@@ -37,7 +37,8 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   std::vector<double> p(keep);
   const double mx = logits[order[0]];
   double sum = 0;
-  for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp((logits[order[i]] - mx) / opt_.temperature);
+  for (size_t i = 0; i < keep; ++i)
+    sum += p[i] = std::exp((logits[order[i]] - mx) / opt_.temperature);
   for (double& v : p) v /= sum;
 
   // Nucleus: the shortest prefix whose mass reaches top_p (at least one token).

@@ -8,8 +8,8 @@
 namespace cact {
 namespace {
 
-constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";  // U+2581
-constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
+constexpr std::string_view kSpaceSymbol = "\xE2\x96\x81";       // U+2581
+constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";   // U+FFFD
 constexpr std::string_view kUnknownSurface = " \xE2\x81\x87 ";  // " U+2047 "
 
 bool IsTrail(uint8_t c) { return (c & 0xC0) == 0x80; }
@@ -28,8 +28,8 @@ size_t ValidCharLen(std::string_view s) {
     const uint32_t cp = ((b[0] & 0x0Fu) << 12) | ((b[1] & 0x3Fu) << 6) | (b[2] & 0x3Fu);
     if (IsTrail(b[1]) && IsTrail(b[2]) && cp >= 0x800 && IsValidCodepoint(cp)) return 3;
   } else if (n >= 4 && (b[0] & 0xF8) == 0xF0) {
-    const uint32_t cp = ((b[0] & 0x07u) << 18) | ((b[1] & 0x3Fu) << 12) | ((b[2] & 0x3Fu) << 6) |
-                        (b[3] & 0x3Fu);
+    const uint32_t cp =
+        ((b[0] & 0x07u) << 18) | ((b[1] & 0x3Fu) << 12) | ((b[2] & 0x3Fu) << 6) | (b[3] & 0x3Fu);
     if (IsTrail(b[1]) && IsTrail(b[2]) && IsTrail(b[3]) && cp >= 0x10000 && IsValidCodepoint(cp))
       return 4;
   }
@@ -58,7 +58,8 @@ bool ParseBytePiece(std::string_view s, uint8_t* byte) {
 
 }  // namespace
 
-absl::StatusOr<Tokenizer> Tokenizer::FromBytes(std::span<const uint8_t> raw, const std::string& file) {
+absl::StatusOr<Tokenizer> Tokenizer::FromBytes(std::span<const uint8_t> raw,
+                                               const std::string& file) {
   auto blob = ParseTokenizerBlob(raw, file);
   if (!blob.ok()) return blob.status();
   return FromBlob(std::move(blob).value());
@@ -68,8 +69,8 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
   const size_t n = blob.pieces.size();
   for (uint32_t id : {blob.pad_id, blob.eos_id, blob.bos_id, blob.unk_id})
     if (id >= n)
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "tokenizer: special id %d outside the %d pieces", id, n));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("tokenizer: special id %d outside the %d pieces", id, n));
   if (blob.pieces[blob.unk_id].type != PieceType::kUnknown)
     return absl::InvalidArgumentError("tokenizer: unk_id does not name an unknown piece");
   Tokenizer t;
@@ -82,7 +83,8 @@ absl::StatusOr<Tokenizer> Tokenizer::FromBlob(TokenizerBlob blob) {
     const TokenizerPiece& p = t.blob_.pieces[i];
     const bool mergeable = p.type == PieceType::kNormal || p.type == PieceType::kUserDefined;
     (mergeable ? t.mergeable_ : t.reserved_).insert(int32_t(i));  // the first duplicate wins
-    if (p.type == PieceType::kUserDefined && !p.surface.empty()) t.user_defined_.push_back(p.surface);
+    if (p.type == PieceType::kUserDefined && !p.surface.empty())
+      t.user_defined_.push_back(p.surface);
     uint8_t b;
     if (p.type == PieceType::kByte && ParseBytePiece(p.surface, &b) && t.byte_ids_[b] < 0)
       t.byte_ids_[b] = int32_t(i);
@@ -119,8 +121,10 @@ std::string Tokenizer::Normalize(std::string_view text) const {
   out.reserve(text.size() * 3 / 2 + 3);
   auto append_escaped = [&out](std::string_view s) {
     for (char c : s) {
-      if (c == ' ') out += kSpaceSymbol;
-      else out += c;
+      if (c == ' ')
+        out += kSpaceSymbol;
+      else
+        out += c;
     }
   };
   if (blob_.add_dummy_prefix) out += kSpaceSymbol;
@@ -228,8 +232,10 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
     std::string_view b = bytes;
     while (!b.empty()) {
       const size_t len = ValidCharLen(b);
-      if (len) text.append(b.substr(0, len));
-      else text += kReplacementChar;
+      if (len)
+        text.append(b.substr(0, len));
+      else
+        text += kReplacementChar;
       b.remove_prefix(len ? len : 1);
     }
     bytes.clear();

@@ -85,15 +85,17 @@ class Tokenizer {
     std::string_view View(std::string_view s) const { return s; }
     std::string_view View(int32_t id) const { return pieces[id].surface; }
     template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const { return View(a) == View(b); }
+    bool operator()(const A& a, const B& b) const {
+      return View(a) == View(b);
+    }
   };
   using PieceSet = absl::flat_hash_set<int32_t, SurfaceHash, SurfaceEq>;
 
   TokenizerBlob blob_;
-  PieceSet mergeable_;  // normal + user-defined pieces
-  PieceSet reserved_;   // control, unknown, byte pieces
-  std::vector<std::string_view> user_defined_;               // sorted longest first
-  std::array<int32_t, 256> byte_ids_;                   // -1 when the byte piece is missing
+  PieceSet mergeable_;                          // normal + user-defined pieces
+  PieceSet reserved_;                           // control, unknown, byte pieces
+  std::vector<std::string_view> user_defined_;  // sorted longest first
+  std::array<int32_t, 256> byte_ids_;           // -1 when the byte piece is missing
 };
 
 }  // namespace cact

@@ -107,9 +107,11 @@ absl::StatusOr<ValidationReport> ValidateForwards(Forward& reference, Forward& c
   }
 
   if (r.logits_rel_l2 > th.max_logits_rel_l2)
-    r.failures.push_back(absl::StrFormat("logits relative L2 %.3g > %.3g", r.logits_rel_l2, th.max_logits_rel_l2));
+    r.failures.push_back(
+        absl::StrFormat("logits relative L2 %.3g > %.3g", r.logits_rel_l2, th.max_logits_rel_l2));
   if (r.top1_agreement < th.min_top1)
-    r.failures.push_back(absl::StrFormat("top-1 agreement %.4f < %.4f", r.top1_agreement, th.min_top1));
+    r.failures.push_back(
+        absl::StrFormat("top-1 agreement %.4f < %.4f", r.top1_agreement, th.min_top1));
   if (r.kl_mean > th.max_kl_mean)
     r.failures.push_back(absl::StrFormat("KL mean %.3g > %.3g", r.kl_mean, th.max_kl_mean));
   if (r.kl_max > th.max_kl_max)
@@ -118,13 +120,16 @@ absl::StatusOr<ValidationReport> ValidateForwards(Forward& reference, Forward& c
 }
 
 std::string ValidationReport::ToText() const {
-  std::string out = absl::StrFormat("validate: %s vs %s, %d prompt tokens + %d decode steps = %d positions\n",
-                                    candidate_name, reference_name, prompt_tokens, decode_steps, positions);
+  std::string out =
+      absl::StrFormat("validate: %s vs %s, %d prompt tokens + %d decode steps = %d positions\n",
+                      candidate_name, reference_name, prompt_tokens, decode_steps, positions);
   for (size_t l = 0; l < layer_rel_l2.size(); ++l)
     out += absl::StrFormat("  layer %2d hidden rel-L2 %.3e\n", l, layer_rel_l2[l]);
-  out += absl::StrFormat("  logits rel-L2 %.3e (worst position %.3e)\n", logits_rel_l2, logits_rel_l2_max);
+  out += absl::StrFormat("  logits rel-L2 %.3e (worst position %.3e)\n", logits_rel_l2,
+                         logits_rel_l2_max);
   out += absl::StrFormat("  top-1 agreement %.2f %%\n", 100.0 * top1_agreement);
-  out += absl::StrFormat("  KL divergence mean %.3e  p99 %.3e  max %.3e\n", kl_mean, kl_p99, kl_max);
+  out +=
+      absl::StrFormat("  KL divergence mean %.3e  p99 %.3e  max %.3e\n", kl_mean, kl_p99, kl_max);
   if (ok()) out += "  PASS\n";
   for (const std::string& f : failures) out += "  FAIL: " + f + "\n";
   return out;

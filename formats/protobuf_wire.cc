@@ -33,13 +33,17 @@ absl::StatusOr<WireField> WireReader::Next() {
       break;
     }
     case 1:
-      if (left < 8) return FormatError(name_, "protobuf fixed64", base_ + pos_, "message ends inside the value");
+      if (left < 8)
+        return FormatError(name_, "protobuf fixed64", base_ + pos_,
+                           "message ends inside the value");
       f.type = WireType::kFixed64;
       f.varint = LoadLE64(bytes_.data() + pos_);
       pos_ += 8;
       break;
     case 5:
-      if (left < 4) return FormatError(name_, "protobuf fixed32", base_ + pos_, "message ends inside the value");
+      if (left < 4)
+        return FormatError(name_, "protobuf fixed32", base_ + pos_,
+                           "message ends inside the value");
       f.type = WireType::kFixed32;
       f.varint = LoadLE32(bytes_.data() + pos_);
       pos_ += 4;
@@ -48,8 +52,9 @@ absl::StatusOr<WireField> WireReader::Next() {
       f.type = WireType::kBytes;
       CACT_ASSIGN_OR_RETURN(uint64_t len, Varint("protobuf length"));
       if (len > bytes_.size() - pos_)
-        return FormatError(name_, absl::StrFormat("protobuf field %d length", f.number), base_ + pos_,
-                           absl::StrFormat("%d bytes but only %d remain", len, bytes_.size() - pos_));
+        return FormatError(
+            name_, absl::StrFormat("protobuf field %d length", f.number), base_ + pos_,
+            absl::StrFormat("%d bytes but only %d remain", len, bytes_.size() - pos_));
       f.bytes = bytes_.subspan(pos_, len);
       f.payload_offset = base_ + pos_;
       pos_ += len;

@@ -14,10 +14,10 @@ enum class WireType : uint8_t { kVarint = 0, kFixed64 = 1, kBytes = 2, kFixed32 
 struct WireField {
   uint32_t number = 0;
   WireType type = WireType::kVarint;
-  uint64_t varint = 0;               // kVarint, kFixed32, kFixed64 (raw bits)
-  std::span<const uint8_t> bytes;    // kBytes
-  uint64_t offset = 0;               // where the field's tag starts in the top-level buffer
-  uint64_t payload_offset = 0;       // kBytes: where `bytes` start in the top-level buffer
+  uint64_t varint = 0;             // kVarint, kFixed32, kFixed64 (raw bits)
+  std::span<const uint8_t> bytes;  // kBytes
+  uint64_t offset = 0;             // where the field's tag starts in the top-level buffer
+  uint64_t payload_offset = 0;     // kBytes: where `bytes` start in the top-level buffer
 };
 
 class WireReader {

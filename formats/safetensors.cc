@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "lib/float16.h"
 #include "formats/le_bytes.h"
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
+#include "lib/float16.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
 
@@ -26,12 +26,16 @@ struct Entry {
   uint64_t begin = 0, end = 0;
 };
 
-void DecodeData(const uint8_t* p, uint64_t count, const std::string& dtype, std::vector<float>* out) {
+void DecodeData(const uint8_t* p, uint64_t count, const std::string& dtype,
+                std::vector<float>* out) {
   out->resize(count);
   for (uint64_t i = 0; i < count; ++i) {
-    if (dtype == "F32") (*out)[i] = LoadLEF32(p + 4 * i);
-    else if (dtype == "F16") (*out)[i] = HalfBitsToFloat(LoadLE16(p + 2 * i));
-    else (*out)[i] = Bf16BitsToFloat(LoadLE16(p + 2 * i));
+    if (dtype == "F32")
+      (*out)[i] = LoadLEF32(p + 4 * i);
+    else if (dtype == "F16")
+      (*out)[i] = HalfBitsToFloat(LoadLE16(p + 2 * i));
+    else
+      (*out)[i] = Bf16BitsToFloat(LoadLE16(p + 2 * i));
   }
 }
 
@@ -47,8 +51,9 @@ absl::StatusOr<Entry> ParseEntry(const std::string& key, const nlohmann::json& v
   e.tensor.stored_dtype = dt->get<std::string>();
   const size_t elem = DTypeSize(e.tensor.stored_dtype);
   if (!elem)
-    return FormatError(name, field + " dtype", 8,
-                       absl::StrFormat("'%s' is not supported (F32, F16, BF16)", e.tensor.stored_dtype));
+    return FormatError(
+        name, field + " dtype", 8,
+        absl::StrFormat("'%s' is not supported (F32, F16, BF16)", e.tensor.stored_dtype));
   auto shape = v.find("shape");
   if (shape == v.end() || !shape->is_array())
     return FormatError(name, field + " shape", 8, "missing or not an array");
@@ -61,15 +66,15 @@ absl::StatusOr<Entry> ParseEntry(const std::string& key, const nlohmann::json& v
       return FormatError(name, field + " shape", 8, "element count overflows 64 bits");
   }
   auto offs = v.find("data_offsets");
-  if (offs == v.end() || !offs->is_array() || offs->size() != 2 || !(*offs)[0].is_number_unsigned() ||
-      !(*offs)[1].is_number_unsigned())
+  if (offs == v.end() || !offs->is_array() || offs->size() != 2 ||
+      !(*offs)[0].is_number_unsigned() || !(*offs)[1].is_number_unsigned())
     return FormatError(name, field + " data_offsets", 8, "missing or not two unsigned integers");
   e.begin = (*offs)[0].get<uint64_t>();
   e.end = (*offs)[1].get<uint64_t>();
   if (e.begin > e.end || e.end > data_size)
-    return FormatError(name, field + " data_offsets", data_start + std::min(e.begin, data_size),
-                       absl::StrFormat("[%d, %d) is not inside the %d data bytes", e.begin, e.end,
-                                       data_size));
+    return FormatError(
+        name, field + " data_offsets", data_start + std::min(e.begin, data_size),
+        absl::StrFormat("[%d, %d) is not inside the %d data bytes", e.begin, e.end, data_size));
   uint64_t need = 0;
   if (__builtin_mul_overflow(count, uint64_t(elem), &need) || need != e.end - e.begin)
     return FormatError(name, field + " data_offsets", data_start + e.begin,
@@ -86,18 +91,22 @@ const FloatTensor* Safetensors::Find(const std::string& name) const {
   return nullptr;
 }
 
-absl::StatusOr<Safetensors> ParseSafetensors(std::span<const uint8_t> bytes, const std::string& name) {
+absl::StatusOr<Safetensors> ParseSafetensors(std::span<const uint8_t> bytes,
+                                             const std::string& name) {
   if (bytes.size() < 8)
-    return FormatError(name, "header length", 0,
-                       absl::StrFormat("file has %d bytes, the length prefix needs 8", bytes.size()));
+    return FormatError(
+        name, "header length", 0,
+        absl::StrFormat("file has %d bytes, the length prefix needs 8", bytes.size()));
   const uint64_t n = LoadLE64(bytes.data());
   // Bound the header before touching (or allocating for) it.
   if (n > kMaxSafetensorsHeader)
-    return FormatError(name, "header length", 0,
-                       absl::StrFormat("%d bytes is more than the %d byte limit", n, kMaxSafetensorsHeader));
+    return FormatError(
+        name, "header length", 0,
+        absl::StrFormat("%d bytes is more than the %d byte limit", n, kMaxSafetensorsHeader));
   if (n > bytes.size() - 8)
-    return FormatError(name, "header length", 0,
-                       absl::StrFormat("%d bytes but only %d follow the prefix", n, bytes.size() - 8));
+    return FormatError(
+        name, "header length", 0,
+        absl::StrFormat("%d bytes but only %d follow the prefix", n, bytes.size() - 8));
   const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
   nlohmann::json j = nlohmann::json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
@@ -123,7 +132,8 @@ absl::StatusOr<Safetensors> ParseSafetensors(std::span<const uint8_t> bytes, con
   for (size_t k = 1; k < entries.size(); ++k) {
     const Entry &prev = entries[k - 1], &cur = entries[k];
     if (cur.begin < prev.end)
-      return FormatError(name, "tensor '" + cur.tensor.name + "' data_offsets", data_start + cur.begin,
+      return FormatError(name, "tensor '" + cur.tensor.name + "' data_offsets",
+                         data_start + cur.begin,
                          absl::StrFormat("[%d, %d) overlaps '%s' [%d, %d)", cur.begin, cur.end,
                                          prev.tensor.name, prev.begin, prev.end));
   }
@@ -147,7 +157,8 @@ std::vector<uint8_t> SerializeSafetensors(const Safetensors& s, const std::strin
   uint64_t offset = 0;
   for (const FloatTensor& t : s.tensors) {
     const uint64_t nbytes = uint64_t(t.data.size()) * elem;
-    header[t.name] = {{"dtype", stored}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
+    header[t.name] = {
+        {"dtype", stored}, {"shape", t.shape}, {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
   }
   if (!s.metadata.empty()) header["__metadata__"] = s.metadata;
@@ -159,15 +170,18 @@ std::vector<uint8_t> SerializeSafetensors(const Safetensors& s, const std::strin
   uint8_t* p = out.data() + 8 + text.size();
   for (const FloatTensor& t : s.tensors) {
     for (float v : t.data) {
-      if (elem == 4) StoreLEF32(p, v);
-      else StoreLE16(p, stored == "F16" ? FloatToHalfBits(v) : FloatToBf16Bits(v));
+      if (elem == 4)
+        StoreLEF32(p, v);
+      else
+        StoreLE16(p, stored == "F16" ? FloatToHalfBits(v) : FloatToBf16Bits(v));
       p += elem;
     }
   }
   return out;
 }
 
-absl::Status WriteSafetensors(const std::string& path, const Safetensors& s, const std::string& dtype) {
+absl::Status WriteSafetensors(const std::string& path, const Safetensors& s,
+                              const std::string& dtype) {
   if (!DTypeSize(dtype))
     return FileError(path, absl::StrFormat("cannot write dtype '%s' (F32, F16, BF16)", dtype));
   for (const FloatTensor& t : s.tensors) {

@@ -21,15 +21,17 @@ struct FloatTensor {
 };
 
 struct Safetensors {
-  std::vector<FloatTensor> tensors;               // in file order (offset order on read)
-  std::map<std::string, std::string> metadata;    // __metadata__
+  std::vector<FloatTensor> tensors;             // in file order (offset order on read)
+  std::map<std::string, std::string> metadata;  // __metadata__
   const FloatTensor* Find(const std::string& name) const;
 };
 
 absl::StatusOr<Safetensors> ReadSafetensors(const std::string& path);
-absl::StatusOr<Safetensors> ParseSafetensors(std::span<const uint8_t> bytes, const std::string& name);
+absl::StatusOr<Safetensors> ParseSafetensors(std::span<const uint8_t> bytes,
+                                             const std::string& name);
 // Writes every tensor as `dtype` ("F32" default, or "F16"/"BF16"), atomically.
 std::vector<uint8_t> SerializeSafetensors(const Safetensors& s, const std::string& dtype = "F32");
-absl::Status WriteSafetensors(const std::string& path, const Safetensors& s, const std::string& dtype = "F32");
+absl::Status WriteSafetensors(const std::string& path, const Safetensors& s,
+                              const std::string& dtype = "F32");
 
 }  // namespace cact

@@ -21,14 +21,21 @@ constexpr uint32_t kNormalizerAddDummyPrefix = 3;
 // SentencePiece.Type -> blob piece type.
 absl::StatusOr<PieceType> MapType(uint64_t sp_type, const std::string& name, uint64_t offset) {
   switch (sp_type) {
-    case 1: return PieceType::kNormal;
-    case 2: return PieceType::kUnknown;
-    case 3: return PieceType::kControl;
-    case 4: return PieceType::kUserDefined;
-    case 5: return PieceType::kNormal;  // UNUSED: kept as a normal piece the model never emits
-    case 6: return PieceType::kByte;
+    case 1:
+      return PieceType::kNormal;
+    case 2:
+      return PieceType::kUnknown;
+    case 3:
+      return PieceType::kControl;
+    case 4:
+      return PieceType::kUserDefined;
+    case 5:
+      return PieceType::kNormal;  // UNUSED: kept as a normal piece the model never emits
+    case 6:
+      return PieceType::kByte;
   }
-  return FormatError(name, "piece type", offset, absl::StrFormat("%d is not a SentencePiece type", sp_type));
+  return FormatError(name, "piece type", offset,
+                     absl::StrFormat("%d is not a SentencePiece type", sp_type));
 }
 
 absl::Status ParsePiece(const WireField& field, const std::string& name, TokenizerPiece* piece) {
@@ -72,11 +79,16 @@ absl::StatusOr<TokenizerBlob> ParseSentencePieceModel(std::span<const uint8_t> b
         CACT_ASSIGN_OR_RETURN(WireField s, r.Next());
         if (s.type != WireType::kVarint) continue;
         const int64_t v = int64_t(int32_t(uint32_t(s.varint)));  // int32 fields
-        if (s.number == kTrainerUnkId) unk = v;
-        else if (s.number == kTrainerBosId) bos = v;
-        else if (s.number == kTrainerEosId) eos = v;
-        else if (s.number == kTrainerPadId) pad = v;
-        else if (s.number == kTrainerByteFallback) byte_fallback = s.varint != 0;
+        if (s.number == kTrainerUnkId)
+          unk = v;
+        else if (s.number == kTrainerBosId)
+          bos = v;
+        else if (s.number == kTrainerEosId)
+          eos = v;
+        else if (s.number == kTrainerPadId)
+          pad = v;
+        else if (s.number == kTrainerByteFallback)
+          byte_fallback = s.varint != 0;
       }
     } else if (f.number == kModelNormalizerSpec) {
       WireReader r(f.bytes, name, f.payload_offset);
@@ -89,10 +101,12 @@ absl::StatusOr<TokenizerBlob> ParseSentencePieceModel(std::span<const uint8_t> b
   }
   if (t.pieces.empty()) return FileError(name, "SentencePiece model has no pieces");
   const int64_t n = int64_t(t.pieces.size());
-  for (auto [id, field] : {std::pair{unk, "unk_id"}, {bos, "bos_id"}, {eos, "eos_id"}, {pad, "pad_id"}})
+  for (auto [id, field] :
+       {std::pair{unk, "unk_id"}, {bos, "bos_id"}, {eos, "eos_id"}, {pad, "pad_id"}})
     if (id < 0 || id >= n)
       return FileError(name, absl::StrFormat("trainer_spec.%s %d is not a piece id of the %d "
-                                             "pieces (the .cact blob needs all four)", field, id, n));
+                                             "pieces (the .cact blob needs all four)",
+                                             field, id, n));
   t.unk_id = uint32_t(unk);
   t.bos_id = uint32_t(bos);
   t.eos_id = uint32_t(eos);

@@ -18,9 +18,9 @@ constexpr uint8_t kMaxPieceType = 4;
 absl::StatusOr<TokenizerBlob> ParseTokenizerBlob(std::span<const uint8_t> bytes,
                                                  const std::string& file, uint64_t base_offset) {
   if (bytes.size() < kBlobHeaderBytes)
-    return FormatError(file, "tokenizer header", base_offset,
-                       absl::StrFormat("blob has %d bytes, the header needs %d", bytes.size(),
-                                       kBlobHeaderBytes));
+    return FormatError(
+        file, "tokenizer header", base_offset,
+        absl::StrFormat("blob has %d bytes, the header needs %d", bytes.size(), kBlobHeaderBytes));
   const uint8_t* p = bytes.data();
   TokenizerBlob t;
   const uint32_t n = LoadLE32(p);
@@ -33,12 +33,15 @@ absl::StatusOr<TokenizerBlob> ParseTokenizerBlob(std::span<const uint8_t> bytes,
   t.reserved = LoadLE16(p + 22);
   // Every piece needs at least 7 bytes: bounds the allocation by the blob size.
   if (uint64_t(n) * kPieceHeaderBytes > bytes.size() - kBlobHeaderBytes)
-    return FormatError(file, "tokenizer n_pieces", base_offset,
-                       absl::StrFormat("%d pieces need at least %d bytes but the blob has %d after "
-                                       "its header", n, uint64_t(n) * kPieceHeaderBytes,
-                                       bytes.size() - kBlobHeaderBytes));
-  for (auto [id, name, off] : {std::tuple{t.pad_id, "pad_id", 4}, {t.eos_id, "eos_id", 8},
-                               {t.bos_id, "bos_id", 12}, {t.unk_id, "unk_id", 16}}) {
+    return FormatError(
+        file, "tokenizer n_pieces", base_offset,
+        absl::StrFormat("%d pieces need at least %d bytes but the blob has %d after "
+                        "its header",
+                        n, uint64_t(n) * kPieceHeaderBytes, bytes.size() - kBlobHeaderBytes));
+  for (auto [id, name, off] : {std::tuple{t.pad_id, "pad_id", 4},
+                               {t.eos_id, "eos_id", 8},
+                               {t.bos_id, "bos_id", 12},
+                               {t.unk_id, "unk_id", 16}}) {
     if (id >= n)
       return FormatError(file, std::string("tokenizer ") + name, base_offset + off,
                          absl::StrFormat("%d is not a piece id (n_pieces %d)", id, n));
@@ -59,10 +62,9 @@ absl::StatusOr<TokenizerBlob> ParseTokenizerBlob(std::span<const uint8_t> bytes,
     piece.type = PieceType(type);
     pos += kPieceHeaderBytes;
     if (bytes.size() - pos < len)
-      return FormatError(file, absl::StrFormat("tokenizer piece %d length", i),
-                         base_offset + pos - 2,
-                         absl::StrFormat("%d bytes but only %d remain in the blob", len,
-                                         bytes.size() - pos));
+      return FormatError(
+          file, absl::StrFormat("tokenizer piece %d length", i), base_offset + pos - 2,
+          absl::StrFormat("%d bytes but only %d remain in the blob", len, bytes.size() - pos));
     piece.surface.assign(reinterpret_cast<const char*>(p + pos), len);
     pos += len;
   }
@@ -99,7 +101,7 @@ std::vector<uint8_t> SerializeTokenizerBlob(const TokenizerBlob& t) {
 
 const std::vector<std::string>& ChatMarkers() {
   static const std::vector<std::string> markers = {
-      "<|im_start|>", "<|im_end|>", "<think>",       "</think>",       "<tools>",
+      "<|im_start|>", "<|im_end|>",  "<think>",      "</think>",      "<tools>",
       "</tools>",     "<tool_call>", "</tool_call>", "<tool_result>", "</tool_result>"};
   return markers;
 }

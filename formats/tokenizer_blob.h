@@ -9,7 +9,13 @@
 
 namespace cact {
 
-enum class PieceType : uint8_t { kNormal = 0, kUnknown = 1, kControl = 2, kUserDefined = 3, kByte = 4 };
+enum class PieceType : uint8_t {
+  kNormal = 0,
+  kUnknown = 1,
+  kControl = 2,
+  kUserDefined = 3,
+  kByte = 4
+};
 
 struct TokenizerPiece {
   std::string surface;  // UTF-8; byte pieces are spelled "<0xAB>"

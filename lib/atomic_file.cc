@@ -22,7 +22,8 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   if (base.empty()) return FileError(path, "output path names a directory");
-  std::string tmpl = (slash == std::string::npos ? std::string() : dir) + "." + base + ".tmp.XXXXXX";
+  std::string tmpl =
+      (slash == std::string::npos ? std::string() : dir) + "." + base + ".tmp.XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   int fd = mkstemp(buf.data());
@@ -34,7 +35,10 @@ absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& pat
 }
 
 AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
-    : path_(std::move(o.path_)), tmp_(std::move(o.tmp_)), fd_(o.fd_), written_(o.written_),
+    : path_(std::move(o.path_)),
+      tmp_(std::move(o.tmp_)),
+      fd_(o.fd_),
+      written_(o.written_),
       committed_(o.committed_) {
   o.fd_ = -1;
   o.committed_ = true;  // the moved-from object owns nothing
@@ -52,7 +56,8 @@ absl::Status AtomicFileWriter::Write(std::span<const uint8_t> bytes) {
     ssize_t n = ::write(fd_, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return FileError(path_, absl::StrFormat("write failed after %d bytes: %s", written_, ErrnoText()));
+      return FileError(path_,
+                       absl::StrFormat("write failed after %d bytes: %s", written_, ErrnoText()));
     }
     p += n;
     left -= size_t(n);
@@ -84,7 +89,8 @@ absl::Status AtomicFileWriter::Commit() {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes, int zstd_level) {
+absl::Status WriteFileAtomic(const std::string& path, std::span<const uint8_t> bytes,
+                             int zstd_level) {
   std::vector<uint8_t> packed;
   if (path.size() > 4 && path.compare(path.size() - 4, 4, ".zst") == 0) {
     packed = ZstdCompress(bytes, zstd_level, 2);

@@ -41,8 +41,8 @@ static absl::StatusOr<std::vector<uint8_t>> Decompress(const std::string& path,
     size_t old = out.size();
     if (old + chunk > max_out) {
       ZSTD_freeDStream(ds);
-      return FileError(path, absl::StrFormat("zstd: decompressed size exceeds the %d byte limit",
-                                             max_out));
+      return FileError(
+          path, absl::StrFormat("zstd: decompressed size exceeds the %d byte limit", max_out));
     }
     out.resize(old + chunk);
     ZSTD_outBuffer ob{out.data() + old, chunk, 0};
@@ -65,7 +65,7 @@ static absl::StatusOr<std::vector<uint8_t>> Decompress(const std::string& path,
 absl::StatusOr<FileBytes> FileBytes::Open(const std::string& path, uint64_t max_decompressed) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return FileError(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st{};
+  struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return FileError(path, "not a regular file");

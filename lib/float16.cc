@@ -65,7 +65,8 @@ float HalfBitsToFloat(uint16_t h) {
 
 uint16_t FloatToBf16Bits(float f) {
   const uint32_t u = Bits(f);
-  if ((u & 0x7F800000) == 0x7F800000 && (u & 0x7FFFFF)) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  if ((u & 0x7F800000) == 0x7F800000 && (u & 0x7FFFFF))
+    return uint16_t((u >> 16) | 0x40);  // quiet NaN
   const uint32_t rounding = 0x7FFF + ((u >> 16) & 1);
   return uint16_t((u + rounding) >> 16);
 }

@@ -66,37 +66,70 @@ absl::StatusOr<NpyArray> ParseNpy(const std::string& name, const uint8_t* b, siz
     while (i < shp.size() && shp[i] >= '0' && shp[i] <= '9') {
       v = v * 10 + size_t(shp[i] - '0');
       ++i, ++digits;
-      if (v > (size_t{1} << 40)) return FormatError(name, "npy shape", hstart, "dimension too large");
+      if (v > (size_t{1} << 40))
+        return FormatError(name, "npy shape", hstart, "dimension too large");
     }
     if (digits == 0) return FormatError(name, "npy shape", hstart, "malformed shape " + shp);
     a.shape.push_back(v);
-    if (v && count > (size_t{1} << 40) / v) return FormatError(name, "npy shape", hstart, "too many elements");
+    if (v && count > (size_t{1} << 40) / v)
+      return FormatError(name, "npy shape", hstart, "too many elements");
     count *= v;
   }
   size_t item;
   const std::string& d = a.dtype;
-  if (d == "<f4" || d == "<i4" || d == "<u4") item = 4;
-  else if (d == "<f8" || d == "<i8" || d == "<u8") item = 8;
-  else if (d == "<f2" || d == "<i2" || d == "<u2") item = 2;
-  else if (d == "|u1" || d == "|i1" || d == "|b1") item = 1;
-  else return FormatError(name, "npy descr", hstart, "unsupported dtype " + d);
+  if (d == "<f4" || d == "<i4" || d == "<u4")
+    item = 4;
+  else if (d == "<f8" || d == "<i8" || d == "<u8")
+    item = 8;
+  else if (d == "<f2" || d == "<i2" || d == "<u2")
+    item = 2;
+  else if (d == "|u1" || d == "|i1" || d == "|b1")
+    item = 1;
+  else
+    return FormatError(name, "npy descr", hstart, "unsupported dtype " + d);
   size_t off = hstart + hlen;
-  if (count > (n - off) / item) return FormatError(name, "npy data", off, "data shorter than shape says");
+  if (count > (n - off) / item)
+    return FormatError(name, "npy data", off, "data shorter than shape says");
   a.data.resize(count);
   const uint8_t* p = b + off;
   for (size_t i = 0; i < count; ++i, p += item) {
     float f;
-    if (d == "<f4") std::memcpy(&f, p, 4);
-    else if (d == "<f8") { double x; std::memcpy(&x, p, 8); f = float(x); }
-    else if (d == "<f2") f = HalfBitsToFloat(HalfBits(p));
-    else if (d == "<i4") { int32_t x; std::memcpy(&x, p, 4); f = float(x); }
-    else if (d == "<u4") { uint32_t x; std::memcpy(&x, p, 4); f = float(x); }
-    else if (d == "<i8") { int64_t x; std::memcpy(&x, p, 8); f = float(x); }
-    else if (d == "<u8") { uint64_t x; std::memcpy(&x, p, 8); f = float(x); }
-    else if (d == "<i2") { int16_t x; std::memcpy(&x, p, 2); f = float(x); }
-    else if (d == "<u2") { uint16_t x; std::memcpy(&x, p, 2); f = float(x); }
-    else if (d == "|i1") f = float(int8_t(*p));
-    else f = float(*p);
+    if (d == "<f4")
+      std::memcpy(&f, p, 4);
+    else if (d == "<f8") {
+      double x;
+      std::memcpy(&x, p, 8);
+      f = float(x);
+    } else if (d == "<f2")
+      f = HalfBitsToFloat(HalfBits(p));
+    else if (d == "<i4") {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      f = float(x);
+    } else if (d == "<u4") {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      f = float(x);
+    } else if (d == "<i8") {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      f = float(x);
+    } else if (d == "<u8") {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      f = float(x);
+    } else if (d == "<i2") {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      f = float(x);
+    } else if (d == "<u2") {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      f = float(x);
+    } else if (d == "|i1")
+      f = float(int8_t(*p));
+    else
+      f = float(*p);
     a.data[i] = f;
   }
   return a;
@@ -131,7 +164,8 @@ std::vector<uint8_t> SerializeNpyF32(const float* data, const std::vector<size_t
   return out;
 }
 
-absl::Status WriteNpy(const std::string& path, const float* data, const std::vector<size_t>& shape) {
+absl::Status WriteNpy(const std::string& path, const float* data,
+                      const std::vector<size_t>& shape) {
   return WriteFileAtomic(path, SerializeNpyF32(data, shape));
 }
 

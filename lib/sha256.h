@@ -16,6 +16,7 @@ std::string Sha256Hex(std::span<const uint8_t> bytes);
 enum class Sha256Impl { kAuto, kPortable, kShaNi };
 bool Sha256ShaNiAvailable();
 // kShaNi on a CPU without SHA-NI falls back to the portable path.
-std::array<uint8_t, 32> Sha256Digest(std::span<const uint8_t> bytes, Sha256Impl impl = Sha256Impl::kAuto);
+std::array<uint8_t, 32> Sha256Digest(std::span<const uint8_t> bytes,
+                                     Sha256Impl impl = Sha256Impl::kAuto);
 
 }  // namespace cact

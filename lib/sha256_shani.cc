@@ -15,8 +15,9 @@ namespace cact::sha256_internal {
 
 bool ShaNiUsable() { return GetCpuFeatures().sha_ni; }
 
-__attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t state[8], const uint8_t* blocks,
-                                                                 size_t count) {
+__attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t state[8],
+                                                               const uint8_t* blocks,
+                                                               size_t count) {
   // SHA256RNDS2 keeps the working variables as two vectors, lanes listed high to low:
   // (A, B, E, F) and (C, D, G, H).
   __m128i abef = _mm_set_epi32(int(state[0]), int(state[1]), int(state[4]), int(state[5]));
@@ -28,11 +29,13 @@ __attribute__((target("sha,sse4.1,ssse3"))) void CompressShaNi(uint32_t state[8]
     const __m128i abef_in = abef, cdgh_in = cdgh;
     __m128i m[4];  // W[4i .. 4i+3] for the next four groups of four rounds
     for (int i = 0; i < 4; ++i)
-      m[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * i)), byte_swap);
+      m[i] = _mm_shuffle_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks + 16 * i)),
+                              byte_swap);
 
 #pragma GCC unroll 16
     for (int group = 0; group < 16; ++group) {
-      __m128i wk = _mm_add_epi32(m[0], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRoundConstants + 4 * group)));
+      __m128i wk = _mm_add_epi32(
+          m[0], _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRoundConstants + 4 * group)));
       // Two rounds return the new (A, B, E, F); the old one is the new (C, D, G, H).
       // Doing it twice with the roles swapped brings the names back after four rounds.
       cdgh = _mm_sha256rnds2_epu32(cdgh, abef, wk);

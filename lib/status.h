@@ -20,10 +20,10 @@ absl::Status FileError(std::string_view file, std::string_view what);
 #define CACT_STATUS_CONCAT_INNER(a, b) a##b
 #define CACT_STATUS_CONCAT(a, b) CACT_STATUS_CONCAT_INNER(a, b)
 
-#define CACT_RETURN_IF_ERROR(expr)                 \
-  do {                                             \
-    ::absl::Status _cact_st = (expr);              \
-    if (!_cact_st.ok()) return _cact_st;           \
+#define CACT_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    ::absl::Status _cact_st = (expr);    \
+    if (!_cact_st.ok()) return _cact_st; \
   } while (0)
 
 #define CACT_ASSIGN_OR_RETURN(lhs, expr) \

@@ -23,8 +23,8 @@ std::string Lower(std::string s) {
   return s;
 }
 
-TensorRecord MakeRecord(DType dtype, const std::vector<uint32_t>& shape, uint32_t group, uint32_t bits,
-                        uint64_t nbytes) {
+TensorRecord MakeRecord(DType dtype, const std::vector<uint32_t>& shape, uint32_t group,
+                        uint32_t bits, uint64_t nbytes) {
   TensorRecord r;
   r.dtype = dtype;
   r.ndim = uint8_t(shape.size());
@@ -40,7 +40,8 @@ TensorRecord MakeRecord(DType dtype, const std::vector<uint32_t>& shape, uint32_
 bool SameProbeHeads(const std::vector<ProbeHeadSpec>& a, const std::vector<ProbeHeadSpec>& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].kind != b[i].kind || a[i].probes != b[i].probes || a[i].out_dim != b[i].out_dim) return false;
+    if (a[i].kind != b[i].kind || a[i].probes != b[i].probes || a[i].out_dim != b[i].out_dim)
+      return false;
   return true;
 }
 
@@ -76,7 +77,8 @@ absl::StatusOr<WidthPlan> PlanWidths(const BuildRequest& req) {
     p.source = "base file widths";
   } else if (auto it = meta.find("bits_map"); it != meta.end()) {
     absl::StatusOr<Scheme> s = ParseScheme(it->second);
-    if (!s.ok()) return FileError(req.weights_path, "metadata bits_map: " + std::string(s.status().message()));
+    if (!s.ok())
+      return FileError(req.weights_path, "metadata bits_map: " + std::string(s.status().message()));
     Scheme scheme = *s;
     p.bits_for = [scheme](const std::string& n) { return scheme.BitsFor(n); };
     p.scheme_text = scheme.ToString();
@@ -96,15 +98,16 @@ absl::StatusOr<WidthPlan> PlanWidths(const BuildRequest& req) {
   } else if (auto it = meta.find("group"); it != meta.end()) {
     char* end = nullptr;
     unsigned long g = std::strtoul(it->second.c_str(), &end, 10);
-    if (!end || *end || g > (1u << 20)) return FileError(req.weights_path, "metadata group '" + it->second + "' is not a number");
+    if (!end || *end || g > (1u << 20))
+      return FileError(req.weights_path, "metadata group '" + it->second + "' is not a number");
     p.group = uint32_t(g);
     p.group_source = "safetensors metadata";
   } else {
     p.group_source = "default";
   }
   if (!IsValidCqGroup(p.group))
-    return absl::InvalidArgumentError(absl::StrFormat("group %d (%s) is not a power of two between 8 and 65536",
-                                                      p.group, p.group_source));
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "group %d (%s) is not a power of two between 8 and 65536", p.group, p.group_source));
   return p;
 }
 
@@ -123,11 +126,13 @@ absl::StatusOr<std::vector<uint8_t>> TokenizerBytes(const BuildRequest& req, con
     pieces = t.pieces.size();
     *source = "base file (bytes copied)";
   } else {
-    return absl::InvalidArgumentError("no tokenizer: give a SentencePiece tokenizer model or a base .cact");
+    return absl::InvalidArgumentError(
+        "no tokenizer: give a SentencePiece tokenizer model or a base .cact");
   }
   if (pieces != g.vocab)
-    return absl::InvalidArgumentError(absl::StrFormat("the tokenizer from %s has %d pieces but the model's vocab is %d",
-                                                      *source, pieces, g.vocab));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("the tokenizer from %s has %d pieces but the model's vocab is %d", *source,
+                        pieces, g.vocab));
   return bytes;
 }
 
@@ -150,15 +155,17 @@ void CopyBlobBytes(const CactFile& file, const TensorEntry& t, TensorBlob* blob)
 bool HasStandardCodebook(const CactFile& f, uint32_t group) {
   std::vector<float> want = HeaderCodebook(group);
   std::span<const float> have = f.codebook();
-  return have.size() == want.size() && std::memcmp(have.data(), want.data(), want.size() * sizeof(float)) == 0;
+  return have.size() == want.size() &&
+         std::memcmp(have.data(), want.data(), want.size() * sizeof(float)) == 0;
 }
 
 absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* report,
                                        const TensorCallback& on_tensor) {
   if (!req.weights) return absl::InvalidArgumentError("no weights");
   const CactFile* base = req.base;
-  CACT_ASSIGN_OR_RETURN(WeightsModel model, DescribeWeights(*req.weights, req.weights_path, req.config_json,
-                                                            base ? &base->geometry() : nullptr, req.kv_window));
+  CACT_ASSIGN_OR_RETURN(WeightsModel model,
+                        DescribeWeights(*req.weights, req.weights_path, req.config_json,
+                                        base ? &base->geometry() : nullptr, req.kv_window));
   if (base && !SameProbeHeads(model.heads, base->probe_heads()))
     return FileError(req.weights_path, "the weights' probe heads differ from the base file's");
   CACT_ASSIGN_OR_RETURN(WidthPlan widths, PlanWidths(req));
@@ -170,7 +177,8 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
     CACT_RETURN_IF_ERROR(CheckRulesMatch(*req.scheme, matrices));
   }
   std::string tokenizer_source;
-  CACT_ASSIGN_OR_RETURN(std::vector<uint8_t> tokenizer, TokenizerBytes(req, model.geometry, &tokenizer_source));
+  CACT_ASSIGN_OR_RETURN(std::vector<uint8_t> tokenizer,
+                        TokenizerBytes(req, model.geometry, &tokenizer_source));
 
   report->scheme = widths.scheme_text;
   report->scheme_source = widths.source;
@@ -185,8 +193,10 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
   // Base bytes are only meaningful under the same header codebook.
   const bool base_codebook_ok = base && HasStandardCodebook(*base, widths.group);
   if (base && !base_codebook_ok && req.keep != KeepPolicy::kNever)
-    report->notes.push_back(absl::StrFormat("the base's stored codebook is not the standard g%d codebook: no CQ "
-                                            "bytes can be kept", widths.group));
+    report->notes.push_back(
+        absl::StrFormat("the base's stored codebook is not the standard g%d codebook: no CQ "
+                        "bytes can be kept",
+                        widths.group));
 
   const size_t n = layout.size();
   std::vector<TensorOutcome> outcomes(n);
@@ -253,7 +263,8 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
         blob.record = MakeRecord(DType::kFP16, spec.shape, 0, 0, w.data.size() * 2);
         o.target = "FP16";
         bool kept = false;
-        if (base_entry && req.keep != KeepPolicy::kNever && base_entry->record.dtype == DType::kFP16) {
+        if (base_entry && req.keep != KeepPolicy::kNever &&
+            base_entry->record.dtype == DType::kFP16) {
           CACT_ASSIGN_OR_RETURN(std::vector<float> base_values, TensorValues(*base, *base_entry));
           kept = try_keep(w.data, base_values);
         }

@@ -25,17 +25,18 @@ using TensorCallback = std::function<void(size_t, size_t, const TensorOutcome&)>
 struct BuildRequest {
   const Safetensors* weights = nullptr;
   std::string weights_path = "weights";  // for messages
-  std::string config_json;             // official config JSON (--config); empty = metadata/base/shapes
-  const CactFile* base = nullptr;      // --base: geometry, tokenizer, widths, bytes to keep
+  std::string config_json;         // official config JSON (--config); empty = metadata/base/shapes
+  const CactFile* base = nullptr;  // --base: geometry, tokenizer, widths, bytes to keep
   std::optional<TokenizerBlob> tokenizer;  // --tokenizer (wins over the base's)
   std::string tokenizer_source;
-  std::optional<Scheme> scheme;        // --scheme; else the base's widths, the metadata bits_map, the default
-  std::optional<uint32_t> group;       // --group; else the base's, the metadata's, 128
-  uint32_t kv_window = 0;              // --kv-window (0 = keep)
+  std::optional<Scheme>
+      scheme;  // --scheme; else the base's widths, the metadata bits_map, the default
+  std::optional<uint32_t> group;             // --group; else the base's, the metadata's, 128
+  uint32_t kv_window = 0;                    // --kv-window (0 = keep)
   KeepPolicy keep = KeepPolicy::kTolerance;  // with a base: --exact / --force-requantize
   double keep_tolerance = kKeepTolerance;
   CqRotation rotation = CqRotation::kFwht;
-  bool dry_run = false;                // plan and sizes only: no quantization (blobs left empty)
+  bool dry_run = false;  // plan and sizes only: no quantization (blobs left empty)
 };
 
 absl::StatusOr<CactContents> BuildCact(const BuildRequest& request, RebuildReport* report,

@@ -17,7 +17,8 @@ namespace {
 // Header fields as (name, printed value), in header order.
 std::vector<std::pair<std::string, std::string>> HeaderFields(const Header& h) {
   std::vector<std::pair<std::string, std::string>> out = {
-      {"num_tensors", std::to_string(h.num_tensors)}, {"codebook_len", std::to_string(h.codebook_len)}};
+      {"num_tensors", std::to_string(h.num_tensors)},
+      {"codebook_len", std::to_string(h.codebook_len)}};
   const nlohmann::ordered_json geometry = GeometryToJson(h.geometry);  // keep alive while iterating
   for (const auto& [key, value] : geometry.items()) out.emplace_back(key, value.dump());
   return out;

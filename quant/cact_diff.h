@@ -17,12 +17,12 @@ struct HeaderFieldDiff {
 struct TensorDiff {
   std::string name;
   enum class Status { kIdentical, kChanged, kOnlyInA, kOnlyInB } status = Status::kIdentical;
-  std::string a_type, b_type;    // "CQ2 g128", "FP16", ...
-  double code_agreement = 1.0;   // fraction of equal CQ codes (same width and shape only)
-  double norm_agreement = 1.0;   // fraction of equal FP16 group norms
-  double max_abs_diff = 0.0;     // of dequantized values (same logical shape only)
-  double max_abs_a = 0.0;        // max |value| in A, for scale
-  bool comparable = true;        // false when shapes differ
+  std::string a_type, b_type;   // "CQ2 g128", "FP16", ...
+  double code_agreement = 1.0;  // fraction of equal CQ codes (same width and shape only)
+  double norm_agreement = 1.0;  // fraction of equal FP16 group norms
+  double max_abs_diff = 0.0;    // of dequantized values (same logical shape only)
+  double max_abs_a = 0.0;       // max |value| in A, for scale
+  bool comparable = true;       // false when shapes differ
 };
 
 struct CactDiff {

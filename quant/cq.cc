@@ -45,7 +45,8 @@ void PackRow(const uint8_t* codes, uint32_t n, uint32_t bits, uint8_t* out) {
   if (filled) out[o] = uint8_t(acc);
 }
 
-void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits, uint8_t* codes) {
+void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits,
+                 uint8_t* codes) {
   const bool ternary = bits == kTernaryBits;
   const uint32_t width = CqCodeBits(bits);
   const uint32_t mask = (1u << width) - 1;
@@ -88,7 +89,8 @@ CqMatrix QuantizeMatrix(const float* w, const CqShape& shape, std::span<const fl
   double error_sq = 0, signal_sq = 0;
   ForEachChunk(groups, shape.group, [&](uint64_t begin, uint64_t end) {
     double e = 0, s = 0;
-    cq_internal::QuantizeGroups(w, shape, codebook, rotation, begin, end, m.codes.data(), m.norms.data(), &e, &s);
+    cq_internal::QuantizeGroups(w, shape, codebook, rotation, begin, end, m.codes.data(),
+                                m.norms.data(), &e, &s);
 #pragma omp critical(cact_cq_stats)
     {
       error_sq += e;
@@ -121,7 +123,8 @@ CqMatrix UnpackBlob(std::span<const uint8_t> blob, const CqShape& shape) {
   const uint32_t in_pad = shape.in_pad();
   m.codes.resize(uint64_t(shape.out) * in_pad);
   for (uint64_t r = 0; r < shape.out; ++r)
-    UnpackRow(blob.data() + r * shape.row_code_bytes(), in_pad, shape.bits, m.codes.data() + r * in_pad);
+    UnpackRow(blob.data() + r * shape.row_code_bytes(), in_pad, shape.bits,
+              m.codes.data() + r * in_pad);
   m.norms.resize(uint64_t(shape.out) * shape.groups());
   const uint8_t* p = blob.data() + shape.code_bytes();
   for (size_t i = 0; i < m.norms.size(); ++i) m.norms[i] = LoadU16(p + 2 * i);
@@ -130,15 +133,17 @@ CqMatrix UnpackBlob(std::span<const uint8_t> blob, const CqShape& shape) {
 
 namespace {
 
-void DequantizeAll(std::span<const uint8_t> blob, const CqShape& shape, std::span<const float> codebook,
-                   CqRotation rotation, float* out) {
-  ForEachChunk(uint64_t(shape.out) * shape.groups(), shape.group, [&](uint64_t begin, uint64_t end) {
-    cq_internal::DequantizeGroups(blob, shape, codebook, rotation, begin, end, out, 0);
-  });
+void DequantizeAll(std::span<const uint8_t> blob, const CqShape& shape,
+                   std::span<const float> codebook, CqRotation rotation, float* out) {
+  ForEachChunk(uint64_t(shape.out) * shape.groups(), shape.group,
+               [&](uint64_t begin, uint64_t end) {
+                 cq_internal::DequantizeGroups(blob, shape, codebook, rotation, begin, end, out, 0);
+               });
 }
 
-void DequantizeOneRow(std::span<const uint8_t> blob, const CqShape& shape, std::span<const float> codebook,
-                      CqRotation rotation, uint32_t row, float* out) {
+void DequantizeOneRow(std::span<const uint8_t> blob, const CqShape& shape,
+                      std::span<const float> codebook, CqRotation rotation, uint32_t row,
+                      float* out) {
   const uint64_t g = shape.groups();
   cq_internal::DequantizeGroups(blob, shape, codebook, rotation, row * g, (row + 1) * g, out, row);
 }

@@ -26,7 +26,8 @@ struct CqShape {
 void PackRow(const uint8_t* codes, uint32_t n, uint32_t bits, uint8_t* out);
 void UnpackRow(const uint8_t* packed, uint32_t n, uint32_t bits, uint8_t* codes);
 // Unpacks n codes starting at code index `first` of a packed row (reads only those bits' bytes).
-void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits, uint8_t* codes);
+void UnpackCodes(const uint8_t* packed_row, uint64_t first, uint32_t n, uint32_t bits,
+                 uint8_t* codes);
 
 struct CqMatrix {
   CqShape shape;

@@ -83,7 +83,8 @@ CACT_ALWAYS_INLINE Lanes PairwiseSumLanes(const Lanes* a, uint32_t n, Lanes* scr
 std::vector<float> BuildSignTable(uint32_t g) {
   std::vector<float> t(size_t(g) * g);
   for (uint32_t k = 0; k < g; ++k)
-    for (uint32_t j = 0; j < g; ++j) t[size_t(k) * g + j] = std::popcount(j & k) & 1u ? -1.0f : 1.0f;
+    for (uint32_t j = 0; j < g; ++j)
+      t[size_t(k) * g + j] = std::popcount(j & k) & 1u ? -1.0f : 1.0f;
   return t;
 }
 
@@ -94,7 +95,8 @@ const float* CachedSignTable(uint32_t g) {
   static std::array<std::once_flag, kMaxCachedLog2 + 1> once;
   const uint32_t lg = uint32_t(std::countr_zero(g));
   if (lg > kMaxCachedLog2) return nullptr;
-  std::call_once(once[lg], [&] { tables[lg] = std::make_unique<std::vector<float>>(BuildSignTable(g)); });
+  std::call_once(once[lg],
+                 [&] { tables[lg] = std::make_unique<std::vector<float>>(BuildSignTable(g)); });
   return tables[lg]->data();
 }
 
@@ -112,7 +114,8 @@ CACT_ALWAYS_INLINE void FwhtLanes(Lanes* x, uint32_t g, float scale) {
 
 // y <- x @ (H/sqrt(g)) in the reference BLAS order: for every output a left-to-right sum
 // of the rounded products x_j * (+-scale). The sign is applied by an exact multiply by +-1.
-CACT_ALWAYS_INLINE void ExporterRotateLanes(Lanes* x, uint32_t g, float scale, const float* signs, Lanes* y) {
+CACT_ALWAYS_INLINE void ExporterRotateLanes(Lanes* x, uint32_t g, float scale, const float* signs,
+                                            Lanes* y) {
   for (uint32_t j = 0; j < g; ++j) x[j] = x[j] * scale;
   for (uint32_t k = 0; k < g; ++k) {
     const float* row = signs + size_t(k) * g;
@@ -136,7 +139,7 @@ CACT_ALWAYS_INLINE void NearestLanes(const Lanes& v, const float* cb, uint8_t* o
     const LaneMask above_hi = (hi < v) | nan;  // searchsorted >= k + 1
     LaneMask p_gt, p_eq;
     if (L == 2) {
-      p_gt = LaneMask{} , p_eq = ~LaneMask{};
+      p_gt = LaneMask{}, p_eq = ~LaneMask{};
     } else if (k == 1) {
       p_gt = above_hi, p_eq = ~above_hi;
     } else if (k == L - 1) {
@@ -152,10 +155,14 @@ CACT_ALWAYS_INLINE void NearestLanes(const Lanes& v, const float* cb, uint8_t* o
 
 CACT_ALWAYS_INLINE void NearestAny(const Lanes& u, std::span<const float> cb, uint8_t* out) {
   switch (cb.size()) {
-    case 3: return NearestLanes<3>(u, cb.data(), out);
-    case 4: return NearestLanes<4>(u, cb.data(), out);
-    case 8: return NearestLanes<8>(u, cb.data(), out);
-    case 16: return NearestLanes<16>(u, cb.data(), out);
+    case 3:
+      return NearestLanes<3>(u, cb.data(), out);
+    case 4:
+      return NearestLanes<4>(u, cb.data(), out);
+    case 8:
+      return NearestLanes<8>(u, cb.data(), out);
+    case 16:
+      return NearestLanes<16>(u, cb.data(), out);
     default:
       break;
   }
@@ -245,8 +252,9 @@ void QuantizeGroups(const float* w, const CqShape& s, std::span<const float> cod
 }
 
 CACT_CLONES
-void DequantizeGroups(std::span<const uint8_t> blob, const CqShape& s, std::span<const float> codebook,
-                      CqRotation rotation, uint64_t q_begin, uint64_t q_end, float* out, uint64_t out_row0) {
+void DequantizeGroups(std::span<const uint8_t> blob, const CqShape& s,
+                      std::span<const float> codebook, CqRotation rotation, uint64_t q_begin,
+                      uint64_t q_end, float* out, uint64_t out_row0) {
   const uint32_t g = s.group;
   const float scale = HadamardScale(g);
   // Codes that cannot occur (ternary crumb 2, short codebook) read 0, never past the end.

@@ -22,7 +22,8 @@ void QuantizeGroups(const float* w, const CqShape& s, std::span<const float> cod
 
 // Dequantizes groups [q_begin, q_end) of a blob; `out` holds rows from `out_row0` on
 // ([rows, in] row-major), padding columns are dropped.
-void DequantizeGroups(std::span<const uint8_t> blob, const CqShape& s, std::span<const float> codebook,
-                      CqRotation rotation, uint64_t q_begin, uint64_t q_end, float* out, uint64_t out_row0);
+void DequantizeGroups(std::span<const uint8_t> blob, const CqShape& s,
+                      std::span<const float> codebook, CqRotation rotation, uint64_t q_begin,
+                      uint64_t q_end, float* out, uint64_t out_row0);
 
 }  // namespace cact::cq_internal

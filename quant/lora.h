@@ -27,18 +27,18 @@ namespace cact {
 
 struct LoraPair {
   uint32_t layer = 0;
-  std::string proj;            // "q_proj", "k_proj", "v_proj", "gate_proj", "out_proj"
+  std::string proj;  // "q_proj", "k_proj", "v_proj", "gate_proj", "out_proj"
   uint32_t rank = 0, in = 0, out = 0;
-  std::vector<float> a;        // [rank, in]  (PEFT orientation)
-  std::vector<float> b;        // [out, rank]
-  std::string a_key, b_key;    // where they came from, for messages
+  std::vector<float> a;      // [rank, in]  (PEFT orientation)
+  std::vector<float> b;      // [out, rank]
+  std::string a_key, b_key;  // where they came from, for messages
 };
 
 struct LoraAdapter {
-  std::string layout;          // "peft" or "stacked"
+  std::string layout;  // "peft" or "stacked"
   double scale = 0;
-  std::string scale_source;    // "lora_alpha / r (adapter_config.json)", "--scale", "metadata scale"
-  std::vector<LoraPair> pairs; // sorted by layer, then q, k, v, gate, out
+  std::string scale_source;  // "lora_alpha / r (adapter_config.json)", "--scale", "metadata scale"
+  std::vector<LoraPair> pairs;  // sorted by layer, then q, k, v, gate, out
 };
 
 // Parses and validates an adapter against the base geometry: every key must be a LoRA
@@ -46,7 +46,8 @@ struct LoraAdapter {
 // B must come in pairs with one rank. Errors name the key.
 absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& adapter, const std::string& file,
                                              const std::string& adapter_config_json,
-                                             std::optional<double> scale_override, const Geometry& g);
+                                             std::optional<double> scale_override,
+                                             const Geometry& g);
 
 // dW for one pair, [out, in] row-major, exactly as documented above.
 std::vector<float> LoraDelta(const LoraPair& p, double scale);

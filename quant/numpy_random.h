@@ -11,8 +11,8 @@ class NumpyRandomState {
  public:
   explicit NumpyRandomState(uint32_t seed);
   uint32_t NextU32();
-  double RandomSample();   // [0, 1)
-  double StandardNormal(); // legacy gauss
+  double RandomSample();    // [0, 1)
+  double StandardNormal();  // legacy gauss
  private:
   std::mt19937 mt_;
   bool has_gauss_ = false;

@@ -37,7 +37,8 @@ template <class T>
 T NumpyReduceSum(const T* a, size_t n) {
   constexpr size_t kBuffer = 8192;
   T acc{};
-  for (size_t off = 0; off < n; off += kBuffer) acc += NumpyPairwiseSum(a + off, std::min(kBuffer, n - off));
+  for (size_t off = 0; off < n; off += kBuffer)
+    acc += NumpyPairwiseSum(a + off, std::min(kBuffer, n - off));
   return acc;
 }
 

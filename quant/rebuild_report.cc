@@ -7,7 +7,9 @@
 namespace cact {
 namespace {
 
-std::string ShapeText(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ","), "]"); }
+std::string ShapeText(const std::vector<uint32_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ","), "]");
+}
 
 std::string Bytes(uint64_t b) {
   if (b >= (1u << 20)) return absl::StrFormat("%d B (%.2f MiB)", b, double(b) / (1 << 20));
@@ -18,11 +20,16 @@ std::string Bytes(uint64_t b) {
 
 const char* ActionName(TensorAction a) {
   switch (a) {
-    case TensorAction::kQuantized: return "quantized";
-    case TensorAction::kKept: return "kept";
-    case TensorAction::kEncoded: return "fp16";
-    case TensorAction::kCopied: return "copied";
-    case TensorAction::kRequantized: return "requantized";
+    case TensorAction::kQuantized:
+      return "quantized";
+    case TensorAction::kKept:
+      return "kept";
+    case TensorAction::kEncoded:
+      return "fp16";
+    case TensorAction::kCopied:
+      return "copied";
+    case TensorAction::kRequantized:
+      return "requantized";
   }
   return "?";
 }
@@ -34,16 +41,22 @@ size_t RebuildReport::Count(TensorAction a) const {
 }
 
 std::string ProgressLine(const TensorOutcome& t) {
-  std::string line = absl::StrFormat("%-24s %-13s %-8s -> %-9s", t.name, ShapeText(t.shape), t.source, t.target);
+  std::string line =
+      absl::StrFormat("%-24s %-13s %-8s -> %-9s", t.name, ShapeText(t.shape), t.source, t.target);
   switch (t.action) {
     case TensorAction::kQuantized:
     case TensorAction::kRequantized:
       line += absl::StrFormat("  rel-mse %.4f", t.rel_mse);
       if (t.action == TensorAction::kRequantized) line += "  requantized";
       break;
-    case TensorAction::kKept: line += "  kept (base bytes)"; break;
-    case TensorAction::kCopied: line += "  copied"; break;
-    case TensorAction::kEncoded: break;
+    case TensorAction::kKept:
+      line += "  kept (base bytes)";
+      break;
+    case TensorAction::kCopied:
+      line += "  copied";
+      break;
+    case TensorAction::kEncoded:
+      break;
   }
   if (t.lora)
     line += absl::StrFormat("  |dW|/|W| %.2e  survived %.2f", t.lora->update_rel, t.lora->survived);
@@ -53,38 +66,48 @@ std::string ProgressLine(const TensorOutcome& t) {
 std::string SummaryText(const RebuildReport& r) {
   const Accounting& a = r.accounting;
   std::string s;
-  s += absl::StrFormat("%s%s: %s\n", r.command, r.dry_run ? " (dry run, nothing written)" : "", r.output);
+  s += absl::StrFormat("%s%s: %s\n", r.command, r.dry_run ? " (dry run, nothing written)" : "",
+                       r.output);
   if (!r.scheme.empty())
-    s += absl::StrFormat("  scheme          %s (%s), group %d\n", r.scheme, r.scheme_source, r.group);
-  if (!r.geometry_source.empty()) s += absl::StrFormat("  geometry        from %s\n", r.geometry_source);
-  if (!r.tokenizer_source.empty()) s += absl::StrFormat("  tokenizer       from %s\n", r.tokenizer_source);
-  s += absl::StrFormat("  tensors         %d: %d quantized, %d requantized, %d kept (base bytes), %d copied, %d fp16\n",
-                       r.tensors.size(), r.Count(TensorAction::kQuantized), r.Count(TensorAction::kRequantized),
-                       r.Count(TensorAction::kKept), r.Count(TensorAction::kCopied), r.Count(TensorAction::kEncoded));
+    s += absl::StrFormat("  scheme          %s (%s), group %d\n", r.scheme, r.scheme_source,
+                         r.group);
+  if (!r.geometry_source.empty())
+    s += absl::StrFormat("  geometry        from %s\n", r.geometry_source);
+  if (!r.tokenizer_source.empty())
+    s += absl::StrFormat("  tokenizer       from %s\n", r.tokenizer_source);
+  s += absl::StrFormat(
+      "  tensors         %d: %d quantized, %d requantized, %d kept (base bytes), %d copied, %d "
+      "fp16\n",
+      r.tensors.size(), r.Count(TensorAction::kQuantized), r.Count(TensorAction::kRequantized),
+      r.Count(TensorAction::kKept), r.Count(TensorAction::kCopied),
+      r.Count(TensorAction::kEncoded));
   // What a rebuild touched, by name, whenever something was kept or copied.
   if (r.Count(TensorAction::kKept) + r.Count(TensorAction::kCopied) > 1) {
     std::vector<std::string> touched;
     for (const TensorOutcome& t : r.tensors)
-      if (t.action != TensorAction::kKept && t.action != TensorAction::kCopied) touched.push_back(t.name);
+      if (t.action != TensorAction::kKept && t.action != TensorAction::kCopied)
+        touched.push_back(t.name);
     if (touched.size() > 12) {
       const size_t more = touched.size() - 12;
       touched.resize(12);
       touched.push_back(absl::StrFormat("... and %d more", more));
     }
-    s += absl::StrFormat("  changed         %s\n", touched.empty() ? "nothing (every tensor kept or copied)"
-                                                                 : absl::StrJoin(touched, ", "));
+    s += absl::StrFormat("  changed         %s\n", touched.empty()
+                                                       ? "nothing (every tensor kept or copied)"
+                                                       : absl::StrJoin(touched, ", "));
   }
-  s += absl::StrFormat("  parameters      %d (CQ %d, code-weighted width %.6f bits)\n", a.params, a.cq_params,
-                       a.code_weighted_bits);
-  s += absl::StrFormat("  payload         %s, %.6f bpw (incl. %d B of FP16 group norms)\n", Bytes(a.payload_bytes),
-                       a.payload_bpw, a.norm_bytes);
+  s += absl::StrFormat("  parameters      %d (CQ %d, code-weighted width %.6f bits)\n", a.params,
+                       a.cq_params, a.code_weighted_bits);
+  s += absl::StrFormat("  payload         %s, %.6f bpw (incl. %d B of FP16 group norms)\n",
+                       Bytes(a.payload_bytes), a.payload_bpw, a.norm_bytes);
   s += absl::StrFormat("  file            %s, %.6f bpw\n", Bytes(r.file_bytes), a.file_bpw);
   if (r.zstd && !r.dry_run)
     s += absl::StrFormat("  zstd            %s on disk (ratio %.3f)\n", Bytes(r.written_bytes),
                          r.written_bytes ? double(r.file_bytes) / double(r.written_bytes) : 0.0);
   for (const std::string& n : r.notes) s += "  note            " + n + "\n";
-  s += absl::StrFormat("  time            %.3f s (inputs %.3f s, quantize %.3f s [cpu %.3f s], write %.3f s)\n",
-                       r.seconds, r.read_seconds, r.work_seconds, r.work_cpu_seconds, r.write_seconds);
+  s += absl::StrFormat(
+      "  time            %.3f s (inputs %.3f s, quantize %.3f s [cpu %.3f s], write %.3f s)\n",
+      r.seconds, r.read_seconds, r.work_seconds, r.work_cpu_seconds, r.write_seconds);
   return s;
 }
 
@@ -132,7 +155,7 @@ nlohmann::ordered_json ReportJson(const RebuildReport& r) {
     e["bytes"] = t.bytes;
     if (t.rel_mse >= 0) e["rel_mse"] = t.rel_mse;
     if (t.lora) {
-      e["lora"] = {{"layer", t.lora->layer},         {"rank", t.lora->rank},
+      e["lora"] = {{"layer", t.lora->layer},           {"rank", t.lora->rank},
                    {"update_rel", t.lora->update_rel}, {"survived", t.lora->survived},
                    {"aligned", t.lora->aligned},       {"noise", t.lora->noise}};
     }

@@ -57,8 +57,9 @@ struct RebuildReport {
   uint64_t file_bytes = 0;     // the .cact bytes
   uint64_t written_bytes = 0;  // bytes on disk (compressed for .zst; 0 for --dry-run)
   bool zstd = false;
-  double seconds = 0;          // wall time of the whole command
-  double read_seconds = 0, work_seconds = 0, write_seconds = 0;  // its phases (read = inputs read or generated)
+  double seconds = 0;  // wall time of the whole command
+  double read_seconds = 0, work_seconds = 0,
+         write_seconds = 0;     // its phases (read = inputs read or generated)
   double work_cpu_seconds = 0;  // CPU time of the quantize phase, all threads
   std::vector<std::string> notes;
 

@@ -61,8 +61,9 @@ absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildRepor
     if (on_tensor) on_tensor(i + 1, tensors.size(), report->tensors.back());
   }
   if (report->Count(TensorAction::kRequantized))
-    report->notes.push_back("requantized tensors start from dequantized values, not the original float weights: "
-                            "their error adds to the first quantization's");
+    report->notes.push_back(
+        "requantized tensors start from dequantized values, not the original float weights: "
+        "their error adds to the first quantization's");
   return out;
 }
 

@@ -23,7 +23,8 @@ bool ParseWidth(const std::string& v, uint32_t* bits) {
 
 bool ValidKey(const std::string& k) {
   return std::all_of(k.begin(), k.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.';
   });
 }
 
@@ -52,7 +53,8 @@ absl::Status CheckRulesMatch(const Scheme& scheme, const std::vector<std::string
   std::vector<std::string> unused;
   for (const auto& [prefix, bits] : scheme.rules) {
     bool used = false;
-    for (const std::string& n : matrix_names) used = used || SchemeMatchName(n).compare(0, prefix.size(), prefix) == 0;
+    for (const std::string& n : matrix_names)
+      used = used || SchemeMatchName(n).compare(0, prefix.size(), prefix) == 0;
     if (!used) unused.push_back("\"" + prefix + "\"");
   }
   if (unused.empty()) return absl::OkStatus();
@@ -60,7 +62,8 @@ absl::Status CheckRulesMatch(const Scheme& scheme, const std::vector<std::string
   for (const std::string& u : unused) list += (list.empty() ? "" : ", ") + u;
   return absl::InvalidArgumentError(absl::StrFormat(
       "scheme \"%s\": %s matches no CQ tensor of this model (canonical names look like embedding, "
-      "attn.q_proj, mhc_phi_pre, engram0.tables)", scheme.ToString(), list));
+      "attn.q_proj, mhc_phi_pre, engram0.tables)",
+      scheme.ToString(), list));
 }
 
 absl::StatusOr<Scheme> ParseScheme(const std::string& text) {
@@ -76,8 +79,9 @@ absl::StatusOr<Scheme> ParseScheme(const std::string& text) {
     if (Trim(entry).empty()) continue;  // "a=2,,default=2" and a trailing comma are fine
     ++index;
     auto error = [&](const std::string& what) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "scheme \"%s\": entry %d \"%s\" (at character %d): %s", text, index, Trim(entry), at, what));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("scheme \"%s\": entry %d \"%s\" (at character %d): %s", text, index,
+                          Trim(entry), at, what));
     };
     const size_t eq = entry.find('=');
     if (eq == std::string::npos) return error("expected PREFIX=BITS");
@@ -94,9 +98,10 @@ absl::StatusOr<Scheme> ParseScheme(const std::string& text) {
       continue;
     }
     if (SchemeMatchName(key) != key)
-      return error(absl::StrFormat(
-          "per-layer rules do not exist: layers are matched as \"%s\" (write that to mean every layer)",
-          SchemeMatchName(key)));
+      return error(
+          absl::StrFormat("per-layer rules do not exist: layers are matched as \"%s\" (write that "
+                          "to mean every layer)",
+                          SchemeMatchName(key)));
     for (const auto& rule : scheme.rules)
       if (rule.first == key) return error("prefix \"" + key + "\" is given twice");
     scheme.rules.emplace_back(key, bits);

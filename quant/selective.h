@@ -27,7 +27,7 @@ struct KeepDecision {
 };
 
 // `values` and `base` have the same length (the caller checked shapes).
-KeepDecision DecideKeep(std::span<const float> values, std::span<const float> base, KeepPolicy policy,
-                        double tolerance = kKeepTolerance);
+KeepDecision DecideKeep(std::span<const float> values, std::span<const float> base,
+                        KeepPolicy policy, double tolerance = kKeepTolerance);
 
 }  // namespace cact

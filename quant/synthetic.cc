@@ -7,11 +7,10 @@
 #include "nlohmann/json.hpp"
 
 // The committed tokenizer models are linked into the library so tools need no data files.
-#define CACT_INCBIN(sym, file)                                              \
-  __asm__(".section .rodata\n.balign 16\n.global " #sym "_begin\n" #sym     \
-          "_begin:\n.incbin \"" file "\"\n.global " #sym "_end\n" #sym      \
-          "_end:\n.byte 0\n.previous\n");                                   \
-  extern "C" const uint8_t sym##_begin[];                                   \
+#define CACT_INCBIN(sym, file)                                                                     \
+  __asm__(".section .rodata\n.balign 16\n.global " #sym "_begin\n" #sym "_begin:\n.incbin \"" file \
+          "\"\n.global " #sym "_end\n" #sym "_end:\n.byte 0\n.previous\n");                        \
+  extern "C" const uint8_t sym##_begin[];                                                          \
   extern "C" const uint8_t sym##_end[];
 
 CACT_INCBIN(cact_needle2_tokenizer, CACT_QUANT_DATA_DIR "/needle2_tokenizer.model")
@@ -101,7 +100,8 @@ size_t Count(const std::vector<uint32_t>& shape) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // Values for one tensor, chosen by its canonical name.
@@ -110,7 +110,8 @@ std::vector<float> DrawTensor(const TensorSpec& spec, const Geometry& g,
   const std::string& n = spec.name;
   size_t count = Count(spec.shape);
   if (n == "embedding") return d.Normals(count, 0, 0.1f);
-  if (EndsWith(n, "norm_in") || EndsWith(n, "post_norm") || EndsWith(n, "pre_hada") || n == "final_norm")
+  if (EndsWith(n, "norm_in") || EndsWith(n, "post_norm") || EndsWith(n, "pre_hada") ||
+      n == "final_norm")
     return d.Normals(count, 0, 0.2f);
   if (EndsWith(n, "q_norm") || EndsWith(n, "k_norm")) return d.Normals(count, 0.3f, 0.18f);
   if (EndsWith(n, "attn_gate")) return d.Normals(count, 0, 1.2f);
@@ -166,7 +167,8 @@ absl::StatusOr<SyntheticPreset> FindSyntheticPreset(const std::string& name) {
     p.geometry = Geometry::Needle2();
     p.heads = {{ProbeHead::kContrastive, 4, 128}, {ProbeHead::kConfidence, 8, 1}};
   } else if (name == "small") {
-    p.description = "test model: vocab 512, d 128, 4 layers, engram sites 1 and 3, both probe heads";
+    p.description =
+        "test model: vocab 512, d 128, 4 layers, engram sites 1 and 3, both probe heads";
     p.geometry = SmallGeometry();
     p.heads = {{ProbeHead::kContrastive, 4, 32}, {ProbeHead::kConfidence, 8, 1}};
   } else {
@@ -191,10 +193,12 @@ std::string OfficialConfigJson(const Geometry& g, const std::vector<ProbeHeadSpe
     if (h.kind == ProbeHead::kContrastive) contrastive = h.out_dim;
   c["contrastive_dim"] = contrastive;
   c["rope_theta"] = g.rope_theta;
-  c["engram_orders"] = std::vector<uint32_t>(g.engram_orders.begin(), g.engram_orders.begin() + g.num_engram_orders);
+  c["engram_orders"] =
+      std::vector<uint32_t>(g.engram_orders.begin(), g.engram_orders.begin() + g.num_engram_orders);
   c["engram_heads"] = g.heads_per_order();
   c["engram_slots"] = g.engram_slots;
-  c["engram_layers"] = std::vector<uint32_t>(g.engram_sites.begin(), g.engram_sites.begin() + g.num_engram_sites);
+  c["engram_layers"] =
+      std::vector<uint32_t>(g.engram_sites.begin(), g.engram_sites.begin() + g.num_engram_sites);
   c["mhc_lanes"] = g.mhc_lanes;
   c["kv_window"] = g.kv_window;
   c["kv_bits"] = g.kv_bits;
@@ -224,7 +228,8 @@ Safetensors GenerateSyntheticWeights(const SyntheticPreset& p, uint64_t seed) {
 }
 
 absl::StatusOr<TokenizerBlob> SyntheticTokenizer(const SyntheticPreset& p) {
-  const uint8_t* b = p.name == "needle2" ? cact_needle2_tokenizer_begin : cact_small_tokenizer_begin;
+  const uint8_t* b =
+      p.name == "needle2" ? cact_needle2_tokenizer_begin : cact_small_tokenizer_begin;
   const uint8_t* e = p.name == "needle2" ? cact_needle2_tokenizer_end : cact_small_tokenizer_end;
   return ParseSentencePieceModel(std::span<const uint8_t>(b, size_t(e - b)),
                                  p.name + "_tokenizer.model (built in)");

@@ -21,7 +21,9 @@ uint32_t NextPow2(uint32_t x) {
   return p;
 }
 
-std::string ShapeText(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
+std::string ShapeText(const std::vector<uint32_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
 
 absl::Status ValidateGeometry(const Geometry& g, size_t num_heads, const std::string& file) {
   Header h;
@@ -30,17 +32,18 @@ absl::Status ValidateGeometry(const Geometry& g, size_t num_heads, const std::st
   return ValidateHeader(h, file);
 }
 
-const FloatTensor* Need(const Safetensors& w, const std::string& name, size_t ndim, const std::string& file,
-                        absl::Status* st) {
+const FloatTensor* Need(const Safetensors& w, const std::string& name, size_t ndim,
+                        const std::string& file, absl::Status* st) {
   const FloatTensor* t = w.Find(name);
   if (!t) {
-    if (st->ok()) *st = FileError(file, "tensor '" + name + "' is missing (needed to infer the geometry)");
+    if (st->ok())
+      *st = FileError(file, "tensor '" + name + "' is missing (needed to infer the geometry)");
     return nullptr;
   }
   if (t->shape.size() != ndim) {
     if (st->ok())
-      *st = FileError(file, absl::StrFormat("tensor '%s' has shape %s, expected %d dimensions", name,
-                                            ShapeText(t->shape), ndim));
+      *st = FileError(file, absl::StrFormat("tensor '%s' has shape %s, expected %d dimensions",
+                                            name, ShapeText(t->shape), ndim));
     return nullptr;
   }
   return t;
@@ -60,15 +63,19 @@ absl::StatusOr<Geometry> GeometryFromOfficialConfig(const std::string& json, uin
     if (!c[key].is_number_unsigned() && !(c[key].is_number_integer() && c[key].get<int64_t>() >= 0))
       return FileError(file, absl::StrFormat("config '%s' is not a non-negative integer", key));
     uint64_t v = c[key].get<uint64_t>();
-    if (v > (1u << 30)) return FileError(file, absl::StrFormat("config '%s' = %d is too large", key, v));
+    if (v > (1u << 30))
+      return FileError(file, absl::StrFormat("config '%s' = %d is too large", key, v));
     return v;
   };
-  auto list = [&](const char* key, std::vector<uint32_t> fallback) -> absl::StatusOr<std::vector<uint32_t>> {
+  auto list = [&](const char* key,
+                  std::vector<uint32_t> fallback) -> absl::StatusOr<std::vector<uint32_t>> {
     if (!c.contains(key)) return fallback;
-    if (!c[key].is_array()) return FileError(file, absl::StrFormat("config '%s' is not a list", key));
+    if (!c[key].is_array())
+      return FileError(file, absl::StrFormat("config '%s' is not a list", key));
     std::vector<uint32_t> out;
     for (const auto& v : c[key]) {
-      if (!v.is_number_unsigned()) return FileError(file, absl::StrFormat("config '%s' has a bad entry", key));
+      if (!v.is_number_unsigned())
+        return FileError(file, absl::StrFormat("config '%s' has a bad entry", key));
       out.push_back(v.get<uint32_t>());
     }
     return out;
@@ -89,10 +96,12 @@ absl::StatusOr<Geometry> GeometryFromOfficialConfig(const std::string& json, uin
   CACT_ASSIGN_OR_RETURN(std::vector<uint32_t> orders, list("engram_orders", {2, 3}));
   CACT_ASSIGN_OR_RETURN(std::vector<uint32_t> sites, list("engram_layers", {2, 15}));
   if (heads == 0 || d == 0) return FileError(file, "config num_heads and d_model must be positive");
-  if (orders.empty() || orders.size() > 4) return FileError(file, "config engram_orders must have 1 to 4 entries");
+  if (orders.empty() || orders.size() > 4)
+    return FileError(file, "config engram_orders must have 1 to 4 entries");
   if (sites.size() > 4) return FileError(file, "config engram_layers has more than 4 sites");
   if (attn == 0) attn = d;
-  if (engram_heads == 0) engram_heads = std::max<uint64_t>(1, d / (orders.size() * kOfficialEngramSubDim));
+  if (engram_heads == 0)
+    engram_heads = std::max<uint64_t>(1, d / (orders.size() * kOfficialEngramSubDim));
   const uint64_t tables = orders.size() * engram_heads;
   g.vocab = uint32_t(vocab);
   g.d_model = uint32_t(d);
@@ -116,15 +125,20 @@ absl::StatusOr<Geometry> GeometryFromOfficialConfig(const std::string& json, uin
   std::copy(sites.begin(), sites.end(), g.engram_sites.begin());
   g.kv_bits = uint32_t(kv_bits);
   g.kv_window = kv_window ? kv_window : uint32_t(config_window);
-  if (c.contains("rope_theta") && c["rope_theta"].is_number()) g.rope_theta = c["rope_theta"].get<float>();
+  if (c.contains("rope_theta") && c["rope_theta"].is_number())
+    g.rope_theta = c["rope_theta"].get<float>();
   if (attn % heads || d % tables)
-    return FileError(file, absl::StrFormat("config sizes do not divide: attn_dim %d / num_heads %d, d_model %d / "
-                                           "%d engram tables", attn, heads, d, tables));
+    return FileError(
+        file,
+        absl::StrFormat("config sizes do not divide: attn_dim %d / num_heads %d, d_model %d / "
+                        "%d engram tables",
+                        attn, heads, d, tables));
   CACT_RETURN_IF_ERROR(ValidateGeometry(g, 0, file + " (config)"));
   return g;
 }
 
-absl::StatusOr<std::vector<ProbeHeadSpec>> ProbeHeadsFromWeights(const Safetensors& w, const std::string& file) {
+absl::StatusOr<std::vector<ProbeHeadSpec>> ProbeHeadsFromWeights(const Safetensors& w,
+                                                                 const std::string& file) {
   std::vector<ProbeHeadSpec> heads;
   const FloatTensor* manifest = w.Find("heads.manifest");
   if (!manifest) return heads;
@@ -137,14 +151,17 @@ absl::StatusOr<std::vector<ProbeHeadSpec>> ProbeHeadsFromWeights(const Safetenso
     } else if (code == 2.0f) {
       h.kind = ProbeHead::kConfidence;
     } else {
-      return FileError(file, absl::StrFormat("heads.manifest code %.9g is not 1 (contrastive) or 2 (confidence)", code));
+      return FileError(
+          file, absl::StrFormat("heads.manifest code %.9g is not 1 (contrastive) or 2 (confidence)",
+                                code));
     }
     for (const ProbeHeadSpec& other : heads)
       if (other.kind == h.kind) return FileError(file, "heads.manifest lists a head twice");
     const FloatTensor* probes = w.Find(h.name() + ".probes");
     const FloatTensor* proj = w.Find(h.name() + ".proj");
     if (!probes || !proj || probes->shape.size() != 2 || proj->shape.size() != 2)
-      return FileError(file, "heads.manifest lists " + h.name() + " but its .probes/.proj [2-D] are missing");
+      return FileError(
+          file, "heads.manifest lists " + h.name() + " but its .probes/.proj [2-D] are missing");
     h.probes = probes->shape[0];
     h.out_dim = proj->shape[0];
     heads.push_back(h);
@@ -202,8 +219,11 @@ absl::StatusOr<Geometry> InferGeometryFromShapes(const Safetensors& w, const std
     g.engram_sites = released.engram_sites;
     notes.push_back("engram sites 2,15");
   } else if (sites > 0) {
-    return FileError(file, "the engram site layers cannot be inferred from shapes (not the released 27-layer, "
-                           "2-site geometry): give a base .cact or the official config, or add 'config' to the metadata");
+    return FileError(
+        file,
+        "the engram site layers cannot be inferred from shapes (not the released 27-layer, "
+        "2-site geometry): give a base .cact or the official config, or add 'config' to the "
+        "metadata");
   }
   if (assumed) *assumed = absl::StrJoin(notes, ", ");
   CACT_RETURN_IF_ERROR(ValidateGeometry(g, 0, file + " (shapes)"));
@@ -217,17 +237,19 @@ absl::Status CheckWeightsMatchLayout(const Safetensors& w, const std::vector<Ten
     if (t.kind != TensorKind::kTokenizer) wanted[t.name] = &t;
   for (const FloatTensor& t : w.tensors)
     if (!wanted.count(t.name))
-      return FileError(file, "unexpected tensor '" + t.name + "': not a tensor of this model's .cact layout");
+      return FileError(
+          file, "unexpected tensor '" + t.name + "': not a tensor of this model's .cact layout");
   for (const auto& [name, spec] : wanted) {
     const FloatTensor* t = w.Find(name);
     if (!t) return FileError(file, "tensor '" + name + "' is missing");
     if (t->shape != spec->shape)
-      return FileError(file, absl::StrFormat("tensor '%s' has shape %s but the geometry needs %s", name,
-                                             ShapeText(t->shape), ShapeText(spec->shape)));
+      return FileError(file, absl::StrFormat("tensor '%s' has shape %s but the geometry needs %s",
+                                             name, ShapeText(t->shape), ShapeText(spec->shape)));
     for (size_t i = 0; i < t->data.size(); ++i)
       if (!std::isfinite(t->data[i]))
-        return FileError(file, absl::StrFormat("tensor '%s' has a non-finite value (%g) at flat index %d", name,
-                                               t->data[i], i));
+        return FileError(
+            file, absl::StrFormat("tensor '%s' has a non-finite value (%g) at flat index %d", name,
+                                  t->data[i], i));
   }
   return absl::OkStatus();
 }
@@ -243,10 +265,12 @@ absl::StatusOr<WeightsModel> DescribeWeights(const Safetensors& w, const std::st
     if (end && *end == '\0' && v < (1u << 30)) header_window = uint32_t(v);
   }
   if (!config_json.empty()) {
-    CACT_ASSIGN_OR_RETURN(m.geometry, GeometryFromOfficialConfig(config_json, header_window, file + " (official config)"));
+    CACT_ASSIGN_OR_RETURN(m.geometry, GeometryFromOfficialConfig(config_json, header_window,
+                                                                 file + " (official config)"));
     m.geometry_source = "--config";
   } else if (auto it = w.metadata.find("config"); it != w.metadata.end()) {
-    CACT_ASSIGN_OR_RETURN(m.geometry, GeometryFromOfficialConfig(it->second, header_window, file + " metadata"));
+    CACT_ASSIGN_OR_RETURN(
+        m.geometry, GeometryFromOfficialConfig(it->second, header_window, file + " metadata"));
     m.geometry_source = "safetensors metadata config";
   } else if (base) {
     m.geometry = *base;
@@ -261,7 +285,8 @@ absl::StatusOr<WeightsModel> DescribeWeights(const Safetensors& w, const std::st
     Geometry a = m.geometry, b = *base;
     a.kv_window = b.kv_window = 0;
     if (SerializeHeader(Header{kCactTag, 0, 28, a}) != SerializeHeader(Header{kCactTag, 0, 28, b}))
-      return FileError(file, "the weights' geometry (" + m.geometry_source + ") differs from the base file's");
+      return FileError(
+          file, "the weights' geometry (" + m.geometry_source + ") differs from the base file's");
     m.geometry.kv_window = base->kv_window;  // a rebuild keeps the base's header
   }
   if (kv_window_override) m.geometry.kv_window = kv_window_override;

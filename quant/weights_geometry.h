@@ -19,7 +19,8 @@ absl::StatusOr<Geometry> GeometryFromOfficialConfig(const std::string& json, uin
 
 // Probe heads from `heads.manifest` (codes 1 contrastive, 2 confidence) and the shapes of
 // `<head>.probes` / `<head>.proj`; empty when there is no manifest.
-absl::StatusOr<std::vector<ProbeHeadSpec>> ProbeHeadsFromWeights(const Safetensors& w, const std::string& file);
+absl::StatusOr<std::vector<ProbeHeadSpec>> ProbeHeadsFromWeights(const Safetensors& w,
+                                                                 const std::string& file);
 
 // Geometry from the tensor shapes alone. Shapes fix every size; what they cannot show is
 // taken from the released Needle 2 model and listed in *assumed (engram orders 2,3, RoPE

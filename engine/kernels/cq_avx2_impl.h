@@ -106,11 +106,13 @@ void PrepareAvx2(const float* x, ActivationBatch* a, uint32_t t) {
           s2 = _mm256_add_epi32(s2, r2[j]);
         }
       }
-      __m256i b = _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
+      __m256i b =
+          _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3]));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q1 + base + 8 * i),
                           _mm256_permutevar8x32_epi32(b, order));
       if (two) {
-        __m256i b2 = _mm256_packs_epi16(_mm256_packs_epi32(r2[0], r2[1]), _mm256_packs_epi32(r2[2], r2[3]));
+        __m256i b2 =
+            _mm256_packs_epi16(_mm256_packs_epi32(r2[0], r2[1]), _mm256_packs_epi32(r2[2], r2[3]));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(q2 + base + 8 * i),
                             _mm256_permutevar8x32_epi32(b2, order));
       }
@@ -233,8 +235,10 @@ inline int32_t OffsetCorrection8(const ActivationBatch& a, uint32_t t, uint32_t 
 // ------------------------------------------------------------------ reductions (8 rows)
 
 inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
-  __m256i h0123 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
-  __m256i h4567 = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
+  __m256i h0123 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0], acc[1]), _mm256_hadd_epi32(acc[2], acc[3]));
+  __m256i h4567 =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(acc[4], acc[5]), _mm256_hadd_epi32(acc[6], acc[7]));
   *lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);  // lanes 0-3 of each row
   *hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);  // lanes 4-7 of each row
 }
@@ -259,7 +263,7 @@ void BlockDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, u
   const uint8_t* rows[8];
   for (uint32_t i = 0; i < 8; ++i) rows[i] = m.row_codes(std::min(r0 + i, m.out() - 1));
 
-  auto accumulate = [&](uint32_t c, __m256i* acc) __attribute__((always_inline)) {
+  auto accumulate = [&](uint32_t c, __m256i * acc) __attribute__((always_inline)) {
     __m256i a1[C::kSub], a2[C::kSub];
     for (uint32_t s = 0; s < C::kSub; ++s) {
       a1[s] = _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s, 0)));
@@ -339,9 +343,12 @@ template <bool kVnni>
 BlockDotsFn8 PickBlockDots8(const CqKernelMatrix& m, const ActivationBatch& a) {
   const bool res = a.two_level(), lo = m.codebook().has_lo;
   switch (m.code_bits()) {
-    case 2: return PickBits8<kVnni, 2>(res, lo);
-    case 3: return PickBits8<kVnni, 3>(res, lo);
-    default: return PickBits8<kVnni, 4>(res, lo);
+    case 2:
+      return PickBits8<kVnni, 2>(res, lo);
+    case 3:
+      return PickBits8<kVnni, 3>(res, lo);
+    default:
+      return PickBits8<kVnni, 4>(res, lo);
   }
 }
 
@@ -355,10 +362,12 @@ inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const i
   for (uint32_t g = 0; g < G; ++g) {
     __m256 nf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 16 * g)));
     __m256 s = _mm256_mul_ps(nf, _mm256_set1_ps(gs[g]));
-    __m256 d = _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dots + 8 * g)));
+    __m256 d =
+        _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dots + 8 * g)));
     acc = _mm256_fmadd_ps(s, d, acc);
   }
-  __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  __m256i mask =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(int(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   _mm256_maskstore_ps(y + r0, mask, acc);
 }
 
@@ -469,7 +478,9 @@ void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_be
             const size_t pv = (size_t(c) * C::kSub + s) * 8 + j;
             const __m256i x1 = Bcast4x8(C::Act(a, t, c, s, 0) + 4 * j);
             a1[k & 1] = DotAcc<kVnni>(a1[k & 1], panel[pv], x1);
-            if (kRes) a2[k & 1] = DotAcc<kVnni>(a2[k & 1], panel[pv], Bcast4x8(C::Act(a, t, c, s, 1) + 4 * j));
+            if (kRes)
+              a2[k & 1] =
+                  DotAcc<kVnni>(a2[k & 1], panel[pv], Bcast4x8(C::Act(a, t, c, s, 1) + 4 * j));
             if (kLo) a2[k & 1] = DotAcc<kVnni>(a2[k & 1], panel_lo[pv], x1);
           }
         }
@@ -497,9 +508,12 @@ template <bool kVnni>
 void MatMat8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
              uint32_t row_end, float* y, size_t y_stride) {
   switch (m.code_bits()) {
-    case 2: return MatMat8Bits<kVnni, 2>(m, a, row_begin, row_end, y, y_stride);
-    case 3: return MatMat8Bits<kVnni, 3>(m, a, row_begin, row_end, y, y_stride);
-    default: return MatMat8Bits<kVnni, 4>(m, a, row_begin, row_end, y, y_stride);
+    case 2:
+      return MatMat8Bits<kVnni, 2>(m, a, row_begin, row_end, y, y_stride);
+    case 3:
+      return MatMat8Bits<kVnni, 3>(m, a, row_begin, row_end, y, y_stride);
+    default:
+      return MatMat8Bits<kVnni, 4>(m, a, row_begin, row_end, y, y_stride);
   }
 }
 

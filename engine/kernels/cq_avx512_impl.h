@@ -73,15 +73,16 @@ void BuildPerm4(const int8_t* q, uint32_t in_pad, int8_t* out) {
 void BuildPerm2(const int8_t* q, uint32_t in_pad, int8_t* out) {
   const uint32_t nat = (in_pad + 63) / 64 * 64;
   // Inside each 16-byte lane: byte 4d + s -> byte 4s + d.
-  const __m512i tr = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  const __m512i tr =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
   const __m512i ia = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
   const __m512i ib = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
   for (uint32_t c = 0; c * 256 < in_pad; ++c) {
     __m512i y[4];
     for (int i = 0; i < 4; ++i) {
       uint32_t off = 256 * c + 64 * i;
-      y[i] = off < nat ? _mm512_shuffle_epi8(_mm512_load_si512(q + off), tr) : _mm512_setzero_si512();
+      y[i] =
+          off < nat ? _mm512_shuffle_epi8(_mm512_load_si512(q + off), tr) : _mm512_setzero_si512();
     }
     __m512i p01a = _mm512_permutex2var_epi32(y[0], ia, y[1]);
     __m512i p01b = _mm512_permutex2var_epi32(y[0], ib, y[1]);
@@ -156,7 +157,8 @@ void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
       s1 = _mm512_add_epi32(s1, r);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(q1 + base + 16 * i), _mm512_cvtepi32_epi8(r));
       if (two) {
-        const __m512i r2 = RoundClamp127(_mm512_mul_ps(_mm512_sub_ps(p, _mm512_cvtepi32_ps(r)), k128));
+        const __m512i r2 =
+            RoundClamp127(_mm512_mul_ps(_mm512_sub_ps(p, _mm512_cvtepi32_ps(r)), k128));
         s2 = _mm512_add_epi32(s2, r2);
         _mm_storeu_si128(reinterpret_cast<__m128i*>(q2 + base + 16 * i), _mm512_cvtepi32_epi8(r2));
       }
@@ -184,7 +186,9 @@ template <>
 struct Codes512<2> {  // also ternary crumbs
   static constexpr uint32_t kChunkCodes = 256, kChunkBytes = 64, kSub = 4, kUnitCodes = 16;
   static constexpr uint32_t kActChunk = 256;  // activation bytes per chunk
-  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.perm2(t, l); }
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) {
+    return a.perm2(t, l);
+  }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm2(t, l) + 256 * c + 64 * s;
   }
@@ -208,7 +212,9 @@ template <>
 struct Codes512<4> {
   static constexpr uint32_t kChunkCodes = 128, kChunkBytes = 64, kSub = 2, kUnitCodes = 8;
   static constexpr uint32_t kActChunk = 128;
-  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.perm4(t, l); }
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) {
+    return a.perm4(t, l);
+  }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm4(t, l) + 128 * c + 64 * s;
   }
@@ -228,7 +234,9 @@ template <>
 struct Codes512<3> {  // 24 packed bytes -> 64 codes in natural order
   static constexpr uint32_t kChunkCodes = 64, kChunkBytes = 24, kSub = 1, kUnitCodes = 4;
   static constexpr uint32_t kActChunk = 64;
-  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) { return a.natural(t, l); }
+  static const int8_t* ActBase(const ActivationBatch& a, uint32_t t, int l) {
+    return a.natural(t, l);
+  }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t, int l) {
     return a.natural(t, l) + 64 * c;
   }
@@ -236,9 +244,9 @@ struct Codes512<3> {  // 24 packed bytes -> 64 codes in natural order
     // 16-byte lane L gets packed bytes 6L..6L+5 (codes 16L..16L+15); they start at byte
     // 0, 2, 0, 2 of the lane after this dword permutation.
     const __m512i dw = _mm512_setr_epi32(0, 1, 2, 0, 1, 2, 3, 0, 3, 4, 5, 0, 4, 5, 6, 0);
-    const __m512i lane_off = _mm512_setr_epi32(0, 0, 0, 0, 0x02020202, 0x02020202, 0x02020202,
-                                               0x02020202, 0, 0, 0, 0, 0x02020202, 0x02020202,
-                                               0x02020202, 0x02020202);
+    const __m512i lane_off =
+        _mm512_setr_epi32(0, 0, 0, 0, 0x02020202, 0x02020202, 0x02020202, 0x02020202, 0, 0, 0, 0,
+                          0x02020202, 0x02020202, 0x02020202, 0x02020202);
     // Word i (code i, bit 3i) = bytes floor(3i/8) and the next; the second 8 codes are 3
     // bytes further. Each word is then shifted right by 3i mod 8.
     const __m512i ca = _mm512_add_epi8(
@@ -269,15 +277,17 @@ inline __m512i OffsetLut(const int8_t* values, uint32_t code_bits) {
       _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values))),
       _mm512_set1_epi8(char(0x80)));
   if (!kVbmi || code_bits == 4) return v;  // entry k = values[k mod 16] already
-  const __m512i lane_iota = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __m512i lane_iota =
+      _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
   const __m512i mask = _mm512_set1_epi8(char((1u << code_bits) - 1));
   return _mm512_shuffle_epi8(v, _mm512_and_si512(lane_iota, mask));
 }
 
 inline __m512i Lookup(__m512i lut, __m512i idx) {
-  if constexpr (kVbmi) return _mm512_permutexvar_epi8(idx, lut);
-  else return _mm512_shuffle_epi8(lut, idx);
+  if constexpr (kVbmi)
+    return _mm512_permutexvar_epi8(idx, lut);
+  else
+    return _mm512_shuffle_epi8(lut, idx);
 }
 
 // What the +128 offsets added to the combined dot of group g (subtracted at the end):
@@ -299,8 +309,10 @@ inline int32_t OffsetCorrection(const ActivationBatch& a, uint32_t t, uint32_t g
 inline void ReduceToLanes(const __m512i* acc, __m512i* w) {
   for (int k = 0; k < 4; ++k) {
     const __m512i* a = acc + 4 * k;
-    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
-    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
+    __m512i t0 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]), _mm512_unpackhi_epi32(a[0], a[1]));
+    __m512i t1 =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]), _mm512_unpackhi_epi32(a[2], a[3]));
     w[k] = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
   }
 }
@@ -359,7 +371,7 @@ void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, ui
   const uint8_t* rows[16];
   for (uint32_t i = 0; i < 16; ++i) rows[i] = m.row_codes(std::min(r0 + i, m.out() - 1));
 
-  auto accumulate = [&](uint32_t c, __m512i* acc) __attribute__((always_inline)) {
+  auto accumulate = [&](uint32_t c, __m512i * acc) __attribute__((always_inline)) {
     __m512i a1[C::kSub], a2[C::kSub];
     for (uint32_t s = 0; s < C::kSub; ++s) {
       a1[s] = _mm512_load_si512(C::Act(a, t, c, s, 0));
@@ -419,7 +431,8 @@ void BlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, ui
         for (int i = 0; i < 16; ++i) {
           uint32_t v = 0;
           for (uint32_t l = j * lanes; l < (j + 1) * lanes; ++l) v += uint32_t(tmp[i][l]);
-          dots[16 * (g0 + j) + i] = int32_t(v - uint32_t(OffsetCorrection<kRes, kLo>(a, t, g0 + j)));
+          dots[16 * (g0 + j) + i] =
+              int32_t(v - uint32_t(OffsetCorrection<kRes, kLo>(a, t, g0 + j)));
         }
       continue;
     }
@@ -437,9 +450,12 @@ BlockDotsFn PickBlockDotsBits(bool res, bool lo) {
 BlockDotsFn PickBlockDots(const CqKernelMatrix& m, const ActivationBatch& a) {
   const bool res = a.two_level(), lo = m.codebook().has_lo;
   switch (m.code_bits()) {
-    case 2: return PickBlockDotsBits<2>(res, lo);
-    case 3: return PickBlockDotsBits<3>(res, lo);
-    default: return PickBlockDotsBits<4>(res, lo);
+    case 2:
+      return PickBlockDotsBits<2>(res, lo);
+    case 3:
+      return PickBlockDotsBits<3>(res, lo);
+    default:
+      return PickBlockDotsBits<4>(res, lo);
   }
 }
 
@@ -452,7 +468,8 @@ inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const in
   const uint16_t* panel = BlockNorms(m, r0, 16, tl_norms.Get<uint16_t>(size_t(G) * 16));
   __m512 acc = _mm512_setzero_ps();
   for (uint32_t g = 0; g < G; ++g) {
-    __m512 nf = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 16 * g)));
+    __m512 nf =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 16 * g)));
     __m512 s = _mm512_mul_ps(nf, _mm512_set1_ps(gs[g]));
     __m512 d = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots + 16 * g));
     acc = _mm512_fmadd_ps(s, d, acc);
@@ -525,8 +542,8 @@ inline __m512i Bcast4(const int8_t* p) {
 // Builds the panel of the 16 rows starting at r0: vector (c * kSub + s) * 16 + j holds
 // dword j of chunk c, run s, for the 16 rows (rows past the end repeat the last row).
 template <int kBits, bool kLo>
-void BuildPanel(const CqKernelMatrix& m, uint32_t r0, __m512i lut, __m512i lut_lo,
-                __m512i* panel, __m512i* panel_lo) {
+void BuildPanel(const CqKernelMatrix& m, uint32_t r0, __m512i lut, __m512i lut_lo, __m512i* panel,
+                __m512i* panel_lo) {
   using C = Codes512<kBits>;
   const uint64_t rb = m.row_bytes();
   const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
@@ -559,9 +576,9 @@ void BuildPanel(const CqKernelMatrix& m, uint32_t r0, __m512i lut, __m512i lut_l
 // The accumulators are independent chains (vpdpbusd has a 5-cycle latency). Missing tokens
 // of the last block repeat its first token; their results are dropped.
 template <int kBits, bool kRes, bool kLo, int kPanels>
-void PanelTokens(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t r0,
-                 uint32_t row_end, const __m512i* const* panels, const __m512i* const* panels_lo,
-                 const float* gs, int32_t* dots, float* y, size_t y_stride) {
+void PanelTokens(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t r0, uint32_t row_end,
+                 const __m512i* const* panels, const __m512i* const* panels_lo, const float* gs,
+                 int32_t* dots, float* y, size_t y_stride) {
   using C = Codes512<kBits>;
   constexpr bool kComb = kRes || kLo;
   constexpr uint32_t kTokens = kPanels == 2 ? (kComb ? 4 : 6) : (kComb ? 6 : 8);
@@ -660,12 +677,15 @@ void MatMatBits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, 
   MatMatT<kBits, false, false>(m, a, rb, re, y, ys);
 }
 
-void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
-            uint32_t row_end, float* y, size_t y_stride) {
+void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin, uint32_t row_end,
+            float* y, size_t y_stride) {
   switch (m.code_bits()) {
-    case 2: return MatMatBits<2>(m, a, row_begin, row_end, y, y_stride);
-    case 3: return MatMatBits<3>(m, a, row_begin, row_end, y, y_stride);
-    default: return MatMatBits<4>(m, a, row_begin, row_end, y, y_stride);
+    case 2:
+      return MatMatBits<2>(m, a, row_begin, row_end, y, y_stride);
+    case 3:
+      return MatMatBits<3>(m, a, row_begin, row_end, y, y_stride);
+    default:
+      return MatMatBits<4>(m, a, row_begin, row_end, y, y_stride);
   }
 }
 

@@ -26,11 +26,16 @@ namespace {
 
 const internal::KernelTable& Table(Isa isa) {
   switch (isa) {
-    case Isa::kAvx512Vbmi: return internal::Avx512VbmiTable();
-    case Isa::kAvx512: return internal::Avx512Table();
-    case Isa::kAvxVnni: return internal::AvxVnniTable();
-    case Isa::kAvx2: return internal::Avx2Table();
-    case Isa::kScalar: break;
+    case Isa::kAvx512Vbmi:
+      return internal::Avx512VbmiTable();
+    case Isa::kAvx512:
+      return internal::Avx512Table();
+    case Isa::kAvxVnni:
+      return internal::AvxVnniTable();
+    case Isa::kAvx2:
+      return internal::Avx2Table();
+    case Isa::kScalar:
+      break;
   }
   return internal::ScalarTable();
 }
@@ -54,11 +59,16 @@ size_t RoundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 const char* IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvxVnni: return "avxvnni";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx512Vbmi: return "avx512vbmi";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvxVnni:
+      return "avxvnni";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx512Vbmi:
+      return "avx512vbmi";
   }
   return "?";
 }
@@ -74,11 +84,16 @@ bool IsaSupported(Isa isa) {
   const CpuFeatures& f = GetCpuFeatures();
   bool avx2 = f.avx2 && f.fma && f.f16c;
   switch (isa) {
-    case Isa::kScalar: return true;
-    case Isa::kAvx2: return avx2;
-    case Isa::kAvxVnni: return avx2 && f.avx_vnni;
-    case Isa::kAvx512: return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
-    case Isa::kAvx512Vbmi: return IsaSupported(Isa::kAvx512) && internal::HasAvx512Vbmi();
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+      return avx2;
+    case Isa::kAvxVnni:
+      return avx2 && f.avx_vnni;
+    case Isa::kAvx512:
+      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
+    case Isa::kAvx512Vbmi:
+      return IsaSupported(Isa::kAvx512) && internal::HasAvx512Vbmi();
   }
   return false;
 }
@@ -146,17 +161,18 @@ absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_
 
 // ------------------------------------------------------------------ matrices
 
-absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> blob,
-                                                      uint32_t out, uint32_t in, uint32_t group,
+absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> blob, uint32_t out,
+                                                      uint32_t in, uint32_t group,
                                                       uint32_t code_bits,
                                                       const Int8Codebook& codebook) {
   if (group < 32 || group > 512 || (group & (group - 1)))
-    return absl::InvalidArgumentError(absl::StrFormat("CQ group %u not a power of two in 32..512", group));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CQ group %u not a power of two in 32..512", group));
   if (code_bits < 2 || code_bits > 4)
     return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ code width %u", code_bits));
   if (codebook.code_bits != code_bits)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "codebook is for %u-bit codes, matrix has %u", codebook.code_bits, code_bits));
+    return absl::InvalidArgumentError(absl::StrFormat("codebook is for %u-bit codes, matrix has %u",
+                                                      codebook.code_bits, code_bits));
   if (out == 0 || in == 0) return absl::InvalidArgumentError("empty CQ matrix");
   CqKernelMatrix m;
   m.out_ = out;
@@ -168,9 +184,9 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
   m.row_bytes_ = uint64_t(m.in_pad_) * code_bits / 8;
   uint64_t need = m.row_bytes_ * out + uint64_t(out) * m.groups_ * 2;
   if (blob.size() != need)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "CQ blob has %u bytes, [%u, %u] group %u code bits %u needs %u", blob.size(), out, in,
-        group, code_bits, need));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("CQ blob has %u bytes, [%u, %u] group %u code bits %u needs %u",
+                        blob.size(), out, in, group, code_bits, need));
   m.codes_ = blob.data();
   m.norms_ = blob.data() + m.row_bytes_ * out;
   m.codebook_ = codebook;
@@ -212,11 +228,11 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Stack(std::span<const RowSlice> s
         !SameCodebook(p.codebook_, m.codebook_))
       return absl::InvalidArgumentError(absl::StrFormat(
           "cannot stack CQ matrices of different shapes: in %u group %u code bits %u vs in %u "
-          "group %u code bits %u (or different codebooks)", p.in_, p.group_, p.code_bits_, m.in_,
-          m.group_, m.code_bits_));
+          "group %u code bits %u (or different codebooks)",
+          p.in_, p.group_, p.code_bits_, m.in_, m.group_, m.code_bits_));
     if (s.begin > s.end || s.end > p.out_)
-      return absl::InvalidArgumentError(
-          absl::StrFormat("stack slice rows [%u, %u) outside a %u-row matrix", s.begin, s.end, p.out_));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "stack slice rows [%u, %u) outside a %u-row matrix", s.begin, s.end, p.out_));
     for (uint32_t r = s.begin; r < s.end; ++r) {
       m.row_codes_.push_back(p.row_codes(r));
       m.row_norms_.push_back(p.row_norms(r));
@@ -232,8 +248,8 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Stack(std::span<const RowSlice> s
 
 void ActivationBatch::Free::operator()(int8_t* p) const { std::free(p); }
 
-void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group,
-                            ActPrecision precision, uint32_t layouts) {
+void ActivationBatch::Reset(uint32_t tokens, uint32_t in, uint32_t group, ActPrecision precision,
+                            uint32_t layouts) {
   layouts_ = layouts;
   tokens_ = tokens;
   in_ = in;
@@ -311,8 +327,8 @@ void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint
   Table(isa).matvec(m, a, t, row_begin, row_end, y);
 }
 
-void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                uint32_t row_begin, uint32_t row_end, float* y) {
+void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+                uint32_t row_end, float* y) {
   MatVecRows(ActiveIsa(), m, a, t, row_begin, row_end, y);
 }
 
@@ -374,9 +390,7 @@ bool HasAvx512Vbmi() {
 #endif
 }
 
-float ActScaleFactor(uint32_t group) {
-  return float(1.0 / (127.0 * std::sqrt(double(group))));
-}
+float ActScaleFactor(uint32_t group) { return float(1.0 / (127.0 * std::sqrt(double(group)))); }
 
 uint32_t DotMultiplier(const ActivationBatch& a, const CqKernelMatrix& m) {
   return a.two_level() || m.codebook().has_lo ? 128 : 1;

@@ -32,8 +32,8 @@ const char* IsaName(Isa isa);
 absl::StatusOr<Isa> ParseIsa(std::string_view name);  // scalar|avx2|avxvnni|avx512|avx512vbmi
 // The AVX-512 kernels (with or without VBMI).
 inline bool IsAvx512(Isa isa) { return isa == Isa::kAvx512 || isa == Isa::kAvx512Vbmi; }
-bool IsaSupported(Isa isa);                              // this CPU can run it
-Isa BestIsa();                                           // best supported, from CPUID
+bool IsaSupported(Isa isa);  // this CPU can run it
+Isa BestIsa();               // best supported, from CPUID
 // The kernel in use: CACT_KERNEL (if set and supported; an unsupported or unknown value
 // falls back to BestIsa() with a warning on stderr) else BestIsa(). SetActiveIsa overrides
 // (tests, benchmarks); it returns false and changes nothing when unsupported.
@@ -153,7 +153,9 @@ class ActivationBatch {
   // 4-bit order: per 128-code chunk, 2 runs of 64 bytes; code 2j + s sits at s * 64 + j.
   const int8_t* perm4(uint32_t t, int level = 0) const { return base(t) + off_[level][2]; }
   // Dequantized activation = (q1 [+ q2 / 128]) * scale (scale includes 1/sqrt(group)).
-  const float* scale(uint32_t t) const { return reinterpret_cast<const float*>(base(t) + scale_off_); }
+  const float* scale(uint32_t t) const {
+    return reinterpret_cast<const float*>(base(t) + scale_off_);
+  }
   const int32_t* sum(uint32_t t, int level = 0) const {
     return reinterpret_cast<const int32_t*>(base(t) + sum_off_[level]);
   }
@@ -168,7 +170,9 @@ class ActivationBatch {
 
  private:
   int8_t* base(uint32_t t) const { return storage_.get() + size_t(t) * stride_; }
-  struct Free { void operator()(int8_t* p) const; };
+  struct Free {
+    void operator()(int8_t* p) const;
+  };
   std::unique_ptr<int8_t[], Free> storage_;
   size_t capacity_ = 0, stride_ = 0;
   size_t off_[2][3] = {}, scale_off_ = 0, sum_off_[2] = {};
@@ -196,8 +200,8 @@ void PrepareToken(const float* x, ActivationBatch* out, uint32_t t);
 // y[r] for rows [row_begin, row_end) of token t (y indexed by absolute row). Any range
 // works; ranges starting on a multiple of 16 (RowSplit) are fastest. No threading: for use
 // inside the caller's parallel region.
-void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                uint32_t row_begin, uint32_t row_end, float* y);
+void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+                uint32_t row_end, float* y);
 // All rows; threads over 16-row blocks with OpenMP when the matrix is large
 // (>= kParallelCodeBytes of codes) and the caller is not already in a parallel region.
 void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, float* y);
@@ -225,7 +229,9 @@ void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint3
 inline constexpr uint64_t kParallelCodeBytes = 96 * 1024;
 
 // Rows [begin, end) of part `part` of `parts`, split on 16-row boundaries.
-struct RowRange { uint32_t begin, end; };
+struct RowRange {
+  uint32_t begin, end;
+};
 RowRange RowSplit(uint32_t rows, uint32_t parts, uint32_t part);
 
 }  // namespace cact::kernels

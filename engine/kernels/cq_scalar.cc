@@ -15,8 +15,10 @@ namespace {
 // Code k of a row as stored (ternary: the crumb 0..3).
 inline uint32_t CodeAt(const uint8_t* row, uint32_t k, uint32_t code_bits) {
   switch (code_bits) {
-    case 2: return (row[k >> 2] >> (2 * (k & 3))) & 3u;
-    case 4: return (row[k >> 1] >> (4 * (k & 1))) & 15u;
+    case 2:
+      return (row[k >> 2] >> (2 * (k & 3))) & 3u;
+    case 4:
+      return (row[k >> 1] >> (4 * (k & 1))) & 15u;
     default: {  // 3 bits: may straddle two bytes
       uint32_t bit = 3 * k, byte = bit >> 3, shift = bit & 7;
       uint32_t v = row[byte];
@@ -125,8 +127,8 @@ void GroupDotsScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t
   }
 }
 
-void MatVecScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                  uint32_t row_begin, uint32_t row_end, float* y) {
+void MatVecScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+                  uint32_t row_end, float* y) {
   std::vector<float> gs(m.groups());
   GroupScales(a, t, m, gs.data());
   std::vector<int32_t> dots(m.groups());
@@ -148,7 +150,8 @@ void MatMatScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t ro
     RowValues(m, r, w.data(), wl.empty() ? nullptr : wl.data());
     for (uint32_t t = 0; t < a.tokens(); ++t) {
       for (uint32_t g = 0; g < G; ++g)
-        dots[g] = CombinedDot(a, t, M, w.data(), wl.empty() ? nullptr : wl.data(), g * n, (g + 1) * n);
+        dots[g] =
+            CombinedDot(a, t, M, w.data(), wl.empty() ? nullptr : wl.data(), g * n, (g + 1) * n);
       y[t * y_stride + r] = Accumulate(m, r, dots.data(), gs.data() + size_t(t) * G);
     }
   }

@@ -1,10 +1,10 @@
 // Scalar definitions of the fast-path numeric kernels (fast_ops.h) and their dispatch.
 #include "engine/kernels/fast_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <algorithm>
 
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops_table.h"
@@ -61,7 +61,8 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
       for (uint32_t j = 0; j < runs.count[k]; ++j) {
         const size_t r = runs.start[k] + j;
         float acc = 0.f;
-        for (uint32_t c = 0; c < hd; ++c) acc = std::fma(qi[c], float(keys_t[c * row_stride + r]), acc);
+        for (uint32_t c = 0; c < hd; ++c)
+          acc = std::fma(qi[c], float(keys_t[c * row_stride + r]), acc);
         s[idx++] = acc * (key_scale[r] * inv_sqrt);
       }
     float m = s[0];
@@ -117,8 +118,8 @@ void MixScalar(const float* P, const float* X, const float* h, const float* x, c
 }  // namespace
 
 const FastOpsTable& ScalarFastOps() {
-  static const FastOpsTable t = {ExpScalar, SigmoidScalar, SiluScalar, FwhtScalar, AttendScalar,
-                                 QuantizeScalar, MixScalar};
+  static const FastOpsTable t = {ExpScalar,    SigmoidScalar,  SiluScalar, FwhtScalar,
+                                 AttendScalar, QuantizeScalar, MixScalar};
   return t;
 }
 
@@ -149,7 +150,7 @@ void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stri
                 uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch) {
   const auto& ops = head_dim <= 256 ? Ops() : internal::ScalarFastOps();
   ops.attend(runs, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, n_q, out,
-               scratch);
+             scratch);
 }
 
 }  // namespace cact::kernels

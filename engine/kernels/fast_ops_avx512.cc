@@ -22,7 +22,8 @@ inline __m512 Exp16(__m512 x) {
   r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
   __m512 p = _mm512_set1_ps(kExpC[6]);
   for (int k = 5; k >= 0; --k) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kExpC[k]));
-  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
   return _mm512_mask_mov_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(bits)), nan, x);
 }
 
@@ -38,7 +39,8 @@ inline void Map(float* x, size_t n, F f) {
 
 void ExpV(float* x, size_t n) { Map(x, n, Exp16); }
 inline __m512 Negate(__m512 v) {
-  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
+  return _mm512_castsi512_ps(
+      _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
 }
 void SigmoidV(float* x, size_t n) {
   const __m512 one = _mm512_set1_ps(1.f);
@@ -70,7 +72,8 @@ void FwhtV(float* x, uint32_t n) {
         _mm512_storeu_ps(x + j + h, _mm512_sub_ps(a, b));
       }
   const __m512 s = _mm512_set1_ps(1.0f / float(std::sqrt(double(n))));
-  for (uint32_t i = 0; i < n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
+  for (uint32_t i = 0; i < n; i += 16)
+    _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), s));
 }
 
 inline __m512 LoadI8(const int8_t* p, __mmask16 k) {
@@ -94,7 +97,8 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
     auto store = [&](__m512 a, __m512 b, __mmask16 m, size_t r0, uint32_t at) {
       const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), inv_v);
       _mm512_mask_storeu_ps(scratch + size_t(i0) * total + at, m, _mm512_mul_ps(a, t));
-      if (nh == 2) _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + at, m, _mm512_mul_ps(b, t));
+      if (nh == 2)
+        _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + at, m, _mm512_mul_ps(b, t));
     };
     uint32_t idx = 0;
     for (int k = 0; k < runs.n; ++k) {
@@ -181,7 +185,8 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
           }
         } else {
           for (uint32_t v = 0; v < nvec; ++v)
-            acc0[v] = _mm512_fmadd_ps(w0, LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF), acc0[v]);
+            acc0[v] =
+                _mm512_fmadd_ps(w0, LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF), acc0[v]);
         }
       }
     for (uint32_t v = 0; v < nvec; ++v) {
@@ -198,7 +203,8 @@ void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
   __mmask16 bad = 0;
   for (uint32_t i = 0; i < n; i += 16) {
     const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
-    const __m512 a = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, x + i)), absmask));
+    const __m512 a = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, x + i)), absmask));
     bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
     m = _mm512_max_ps(a, m);  // a NaN never wins
   }
@@ -223,15 +229,19 @@ void MixV(const float* P, const float* X, const float* h, const float* x, const 
           uint32_t m, uint32_t d, float* out) {
   for (uint32_t c = 0; c < d; c += 16) {
     const __mmask16 k = __mmask16(d - c < 16 ? (1u << (d - c)) - 1 : 0xFFFF);
-    const __m512 delta = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), _mm512_maskz_loadu_ps(k, u + c));
+    const __m512 delta =
+        _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c), _mm512_maskz_loadu_ps(k, u + c));
     __m512 xj[16];
-    for (uint32_t j = 0; j < m && j < 16; ++j) xj[j] = _mm512_maskz_loadu_ps(k, X + size_t(j) * d + c);
+    for (uint32_t j = 0; j < m && j < 16; ++j)
+      xj[j] = _mm512_maskz_loadu_ps(k, X + size_t(j) * d + c);
     for (uint32_t i = 0; i < m; ++i) {
       __m512 acc = _mm512_setzero_ps();
       for (uint32_t j = 0; j < m; ++j)
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(P[i * m + j]),
-                              j < 16 ? xj[j] : _mm512_maskz_loadu_ps(k, X + size_t(j) * d + c), acc);
-      _mm512_mask_storeu_ps(out + size_t(i) * d + c, k, _mm512_fmadd_ps(_mm512_set1_ps(h[i]), delta, acc));
+        acc =
+            _mm512_fmadd_ps(_mm512_set1_ps(P[i * m + j]),
+                            j < 16 ? xj[j] : _mm512_maskz_loadu_ps(k, X + size_t(j) * d + c), acc);
+      _mm512_mask_storeu_ps(out + size_t(i) * d + c, k,
+                            _mm512_fmadd_ps(_mm512_set1_ps(h[i]), delta, acc));
     }
   }
 }

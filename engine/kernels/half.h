@@ -18,7 +18,10 @@ inline float HalfBitsToFloat(uint16_t h) {
     bits = sign;
   } else {  // subnormal: normalise
     int e = -1;
-    do { ++e; man <<= 1; } while (!(man & 0x400u));
+    do {
+      ++e;
+      man <<= 1;
+    } while (!(man & 0x400u));
     bits = sign | uint32_t(112 - e) << 23 | ((man & 0x3FFu) << 13);
   }
   float f;

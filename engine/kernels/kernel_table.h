@@ -10,8 +10,8 @@ namespace cact::kernels::internal {
 struct KernelTable {
   // Prepares token t of `out` from x (length out->in()).
   void (*prepare)(const float* x, ActivationBatch* out, uint32_t t);
-  void (*matvec)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                 uint32_t row_begin, uint32_t row_end, float* y);
+  void (*matvec)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
+                 uint32_t row_end, float* y);
   void (*matmat)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                  uint32_t row_end, float* y, size_t y_stride);
   void (*group_dots)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,

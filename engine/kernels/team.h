@@ -63,12 +63,12 @@ class Team {
   void Worker(uint32_t me);
 
   uint32_t size_;
-  bool solo_ = false;          // the current Run is on the caller alone
-  uint32_t busy_streak_ = 0;   // consecutive parallel runs that mostly waited
-  uint32_t solo_left_ = 0;     // runs left in solo mode
+  bool solo_ = false;         // the current Run is on the caller alone
+  uint32_t busy_streak_ = 0;  // consecutive parallel runs that mostly waited
+  uint32_t solo_left_ = 0;    // runs left in solo mode
   uint32_t solo_len_ = kSoloRuns;
   uint64_t solo_total_ = 0;
-  double waited_s_ = 0;        // caller's barrier waiting in the current Run
+  double waited_s_ = 0;  // caller's barrier waiting in the current Run
   std::thread::id caller_;
   TeamBarrier barrier_;
   std::vector<std::thread> workers_;

@@ -22,14 +22,16 @@ namespace cact::torchscript {
 absl::Status CheckTorchArchive(std::span<const uint8_t> zip, const std::string& path);
 
 // The pickle rules above, on one member's bytes (`member` names it in errors).
-absl::Status CheckPickle(std::span<const uint8_t> pickle, const std::string& path, const std::string& member);
+absl::Status CheckPickle(std::span<const uint8_t> pickle, const std::string& path,
+                         const std::string& member);
 
 // TorchScript source (a code/*.py record): libtorch 1.13 dereferences a missing type when a
 // class body assigns a name other than its own bookkeeping lists without an annotation
 // (`  foo = [...]` instead of `  foo : Final[...] = ...`): a damaged attribute name made it
 // crash (fuzz_torch_import, SIGSEGV in ScriptTypeParser::parseClassConstant). Such lines
 // are rejected here.
-absl::Status CheckTorchScriptSource(std::string_view code, const std::string& path, const std::string& member);
+absl::Status CheckTorchScriptSource(std::string_view code, const std::string& path,
+                                    const std::string& member);
 
 uint32_t Crc32(std::span<const uint8_t> bytes);
 

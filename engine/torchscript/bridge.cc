@@ -21,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 absl::StatusOr<ReturnResult> PlanAndWrite(const CactFile& source, const Safetensors& values,
@@ -40,22 +41,26 @@ absl::StatusOr<ReturnResult> PlanAndWrite(const CactFile& source, const Safetens
 
 absl::StatusOr<ReturnResult> ImportTorchScriptFile(const ImportRequest& req) {
   if (req.base) {
-    return FileError(req.input, "a base .cact is for safetensors input only; a cact-torch module carries its source");
+    return FileError(
+        req.input,
+        "a base .cact is for safetensors input only; a cact-torch module carries its source");
   }
   CACT_ASSIGN_OR_RETURN(ExportedModule m, ReadExportedModule(req.input));
-  CACT_ASSIGN_OR_RETURN(
-      CactFile source,
-      CactFile::FromBytes(FileBytes::FromBuffer(req.input + " (carried source " + m.origin.source_path + ")",
-                                                std::move(m.source_bytes))));
+  CACT_ASSIGN_OR_RETURN(CactFile source,
+                        CactFile::FromBytes(FileBytes::FromBuffer(
+                            req.input + " (carried source " + m.origin.source_path + ")",
+                            std::move(m.source_bytes))));
   return PlanAndWrite(source, m.values, req);
 }
 
 absl::StatusOr<ReturnResult> ImportSafetensorsFile(const ImportRequest& req) {
   if (!req.base) {
-    return FileError(req.input, "safetensors input needs its base .cact (the file it was exported from)");
+    return FileError(req.input,
+                     "safetensors input needs its base .cact (the file it was exported from)");
   }
-  std::string path = fs::is_directory(req.input) ? (fs::path(req.input) / "model.safetensors").string()
-                                                 : req.input;
+  std::string path = fs::is_directory(req.input)
+                         ? (fs::path(req.input) / "model.safetensors").string()
+                         : req.input;
   CACT_ASSIGN_OR_RETURN(Safetensors values, ReadSafetensors(path));
   CACT_ASSIGN_OR_RETURN(CactFile base, CactFile::Open(*req.base));
   std::vector<std::string> warnings;
@@ -64,8 +69,9 @@ absl::StatusOr<ReturnResult> ImportSafetensorsFile(const ImportRequest& req) {
     auto origin = OriginFromJson(meta->second, path);
     std::string base_sha = Sha256Hex(base.bytes().span());
     if (origin.ok() && origin->source_sha256 != base_sha) {
-      warnings.push_back("the weights were exported from a file with SHA-256 " + origin->source_sha256 +
-                         ", the base has " + base_sha + ": unedited tensors will not be recognised");
+      warnings.push_back("the weights were exported from a file with SHA-256 " +
+                         origin->source_sha256 + ", the base has " + base_sha +
+                         ": unedited tensors will not be recognised");
     }
   }
   CACT_ASSIGN_OR_RETURN(ReturnResult result, PlanAndWrite(base, values, req));
@@ -75,7 +81,8 @@ absl::StatusOr<ReturnResult> ImportSafetensorsFile(const ImportRequest& req) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> ExportSafetensors(const CactFile& file, const std::string& out) {
+absl::StatusOr<std::vector<std::string>> ExportSafetensors(const CactFile& file,
+                                                           const std::string& out) {
   fs::path weights_path, config_path;
   if (EndsWith(out, ".safetensors")) {
     weights_path = out;
@@ -111,14 +118,16 @@ ImportFormat DetectImportFormat(const std::string& input) {
   std::ifstream f(input, std::ios::binary);
   char magic[4] = {0, 0, 0, 0};
   f.read(magic, 4);
-  if (magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4) return ImportFormat::kTorchScript;
+  if (magic[0] == 'P' && magic[1] == 'K' && magic[2] == 3 && magic[3] == 4)
+    return ImportFormat::kTorchScript;
   return ImportFormat::kSafetensors;
 }
 
 absl::StatusOr<ReturnResult> ImportToCact(const ImportRequest& request) {
   if (!fs::exists(request.input)) return FileError(request.input, "no such file");
-  return DetectImportFormat(request.input) == ImportFormat::kTorchScript ? ImportTorchScriptFile(request)
-                                                                          : ImportSafetensorsFile(request);
+  return DetectImportFormat(request.input) == ImportFormat::kTorchScript
+             ? ImportTorchScriptFile(request)
+             : ImportSafetensorsFile(request);
 }
 
 }  // namespace cact::torchscript

@@ -14,7 +14,8 @@ namespace cact::torchscript {
 // SHA-256, per-tensor dtype/width/group). `out` ending in ".safetensors" writes that file
 // and "config.json" beside it; any other `out` is a directory that receives
 // "model.safetensors" and "config.json". Returns the paths written.
-absl::StatusOr<std::vector<std::string>> ExportSafetensors(const CactFile& file, const std::string& out);
+absl::StatusOr<std::vector<std::string>> ExportSafetensors(const CactFile& file,
+                                                           const std::string& out);
 
 struct ImportRequest {
   std::string input;                // MODEL.pt, a .safetensors file or an export directory

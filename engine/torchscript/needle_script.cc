@@ -23,26 +23,25 @@ std::string Int(uint64_t v) { return absl::StrCat(v); }
 // Substitutes {NAME} placeholders shared by every source.
 std::string Fill(std::string src, const ScriptConfig& c) {
   const Geometry& g = c.geometry;
-  return absl::StrReplaceAll(
-      src, {{"{D}", Int(g.d_model)},
-            {"{H}", Int(g.num_heads)},
-            {"{KV}", Int(g.num_kv_heads)},
-            {"{G}", Int(g.num_kv_heads ? g.num_heads / g.num_kv_heads : 1)},
-            {"{HD}", Int(g.head_dim)},
-            {"{HALF}", Int(g.head_dim / 2)},
-            {"{A}", Int(g.attn_dim())},
-            {"{N}", Int(g.hada_n)},
-            {"{NPAD}", Int(g.hada_n - g.d_model)},
-            {"{M}", Int(g.mhc_lanes)},
-            {"{MM}", Int(uint64_t(g.mhc_lanes) * g.mhc_lanes)},
-            {"{MD}", Int(uint64_t(g.mhc_lanes) * g.d_model)},
-            {"{L1}", Int(g.num_layers + 1)},
-            {"{S}", Int(g.engram_slots)},
-            {"{PAD}", Int(c.pad_id)},
-            {"{SQRT_D}", FloatLit(std::sqrt(double(g.d_model)))},
-            {"{SQRT_HD}", FloatLit(std::sqrt(double(g.head_dim)))},
-            {"{SQRT_N}", FloatLit(std::sqrt(double(g.hada_n)))},
-            {"{THETA}", FloatLit(double(g.rope_theta))}});
+  return absl::StrReplaceAll(src, {{"{D}", Int(g.d_model)},
+                                   {"{H}", Int(g.num_heads)},
+                                   {"{KV}", Int(g.num_kv_heads)},
+                                   {"{G}", Int(g.num_kv_heads ? g.num_heads / g.num_kv_heads : 1)},
+                                   {"{HD}", Int(g.head_dim)},
+                                   {"{HALF}", Int(g.head_dim / 2)},
+                                   {"{A}", Int(g.attn_dim())},
+                                   {"{N}", Int(g.hada_n)},
+                                   {"{NPAD}", Int(g.hada_n - g.d_model)},
+                                   {"{M}", Int(g.mhc_lanes)},
+                                   {"{MM}", Int(uint64_t(g.mhc_lanes) * g.mhc_lanes)},
+                                   {"{MD}", Int(uint64_t(g.mhc_lanes) * g.d_model)},
+                                   {"{L1}", Int(g.num_layers + 1)},
+                                   {"{S}", Int(g.engram_slots)},
+                                   {"{PAD}", Int(c.pad_id)},
+                                   {"{SQRT_D}", FloatLit(std::sqrt(double(g.d_model)))},
+                                   {"{SQRT_HD}", FloatLit(std::sqrt(double(g.head_dim)))},
+                                   {"{SQRT_N}", FloatLit(std::sqrt(double(g.hada_n)))},
+                                   {"{THETA}", FloatLit(double(g.rope_theta))}});
 }
 
 // ZCN(x, g) = (1 + g) * x / sqrt(mean(x^2) + 1e-6): the stored value is an offset.
@@ -256,9 +255,7 @@ uint64_t EngramHashSeed(uint32_t table) {
   return (uint64_t{0x9E3779B9} * (uint64_t(table) + 1)) & 0xFFFFFFFFu;
 }
 
-std::string LayerSource(const ScriptConfig& c) {
-  return Fill(std::string(kNorms) + kLayer, c);
-}
+std::string LayerSource(const ScriptConfig& c) { return Fill(std::string(kNorms) + kLayer, c); }
 
 std::string EngramSource(const ScriptConfig& c) {
   const Geometry& g = c.geometry;
@@ -268,8 +265,8 @@ std::string EngramSource(const ScriptConfig& c) {
     const uint32_t order = g.engram_orders[per_order ? t / per_order : 0];
     absl::StrAppendFormat(&s, "    acc = torch.zeros_like(tokens) + %u\n", EngramHashSeed(t));
     for (uint32_t j = 0; j < order; ++j) {
-      absl::StrAppendFormat(&s,
-                            "    acc = ((acc ^ self.shift(tokens, %u)) * 16777619) & 4294967295\n", j);
+      absl::StrAppendFormat(
+          &s, "    acc = ((acc ^ self.shift(tokens, %u)) * 16777619) & 4294967295\n", j);
     }
     s += "    acc = acc ^ (acc >> 15)\n";
     absl::StrAppendFormat(&s, "    row = self.tables[torch.remainder(acc, {S}) + %u]\n",

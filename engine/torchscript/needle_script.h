@@ -32,8 +32,8 @@ std::string EngramSource(const ScriptConfig& c);
 std::string TopSource(const ScriptConfig& c);
 
 // Submodule names.
-std::string LayerModuleName(uint32_t layer);   // "layer03"
-std::string EngramModuleName(uint32_t site);   // "engram1"
+std::string LayerModuleName(uint32_t layer);  // "layer03"
+std::string EngramModuleName(uint32_t site);  // "engram1"
 
 // Starting value of the engram hash for table t: 0x9E3779B9 * (t + 1) mod 2^32.
 uint64_t EngramHashSeed(uint32_t table);

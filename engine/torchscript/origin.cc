@@ -62,13 +62,16 @@ std::string OriginToJson(const Origin& o) {
   }
   json heads = json::array();
   for (const ProbeHeadSpec& h : o.heads) {
-    heads.push_back({{"name", h.name()}, {"kind", int(h.kind)}, {"probes", h.probes},
-                     {"out_dim", h.out_dim}});
+    heads.push_back(
+        {{"name", h.name()}, {"kind", int(h.kind)}, {"probes", h.probes}, {"out_dim", h.out_dim}});
   }
   json j{{"format", kFormatTag},
          {"version", kFormatVersion},
-         {"source", {{"path", o.source_path}, {"sha256", o.source_sha256}, {"bytes", o.source_bytes},
-                     {"prefix_bytes", o.prefix_bytes}}},
+         {"source",
+          {{"path", o.source_path},
+           {"sha256", o.source_sha256},
+           {"bytes", o.source_bytes},
+           {"prefix_bytes", o.prefix_bytes}}},
          {"geometry", GeometryToJson(o.geometry)},
          {"scheme", o.scheme},
          {"codebook_group", o.codebook_group},
@@ -87,8 +90,9 @@ absl::StatusOr<Origin> OriginFromJson(const std::string& text, const std::string
     return FileError(where, "not made by cact-torch (cact_json has no \"format\": \"cact-torch\")");
   }
   if (j.value("version", 0) != kFormatVersion) {
-    return FileError(where, absl::StrFormat("cact-torch format version %d is not supported (expected %d)",
-                                            j.value("version", 0), kFormatVersion));
+    return FileError(where,
+                     absl::StrFormat("cact-torch format version %d is not supported (expected %d)",
+                                     j.value("version", 0), kFormatVersion));
   }
   try {
     Origin o;
@@ -114,7 +118,8 @@ absl::StatusOr<Origin> OriginFromJson(const std::string& text, const std::string
       t.record.offset = jt.at("offset");
       t.record.nbytes = jt.at("nbytes");
       std::vector<uint32_t> shape = jt.at("shape");
-      if (shape.size() > 4) return FileError(where, "cact_json: tensor '" + t.name + "' has more than 4 dims");
+      if (shape.size() > 4)
+        return FileError(where, "cact_json: tensor '" + t.name + "' has more than 4 dims");
       t.record.ndim = uint8_t(shape.size());
       std::copy(shape.begin(), shape.end(), t.record.shape.begin());
       o.tensors.push_back(std::move(t));
@@ -125,9 +130,9 @@ absl::StatusOr<Origin> OriginFromJson(const std::string& text, const std::string
   }
 }
 
-absl::StatusOr<std::vector<uint8_t>> ReassembleSource(const Origin& o, std::span<const uint8_t> prefix,
-                                                      const std::vector<std::span<const uint8_t>>& blobs,
-                                                      const std::string& where) {
+absl::StatusOr<std::vector<uint8_t>> ReassembleSource(
+    const Origin& o, std::span<const uint8_t> prefix,
+    const std::vector<std::span<const uint8_t>>& blobs, const std::string& where) {
   if (prefix.size() != o.prefix_bytes || o.prefix_bytes > o.source_bytes) {
     return FileError(where, absl::StrFormat("carried header bytes: %u bytes, expected %u",
                                             prefix.size(), o.prefix_bytes));
@@ -140,8 +145,9 @@ absl::StatusOr<std::vector<uint8_t>> ReassembleSource(const Origin& o, std::span
   uint64_t carried = prefix.size();
   for (const auto& b : blobs) carried += b.size() + kBlobAlign;
   if (o.source_bytes > carried) {
-    return FileError(where, absl::StrFormat("cact_json claims a %u-byte source but only %u bytes are carried",
-                                            o.source_bytes, carried));
+    return FileError(
+        where, absl::StrFormat("cact_json claims a %u-byte source but only %u bytes are carried",
+                               o.source_bytes, carried));
   }
   std::vector<uint8_t> bytes(o.source_bytes, 0);
   std::memcpy(bytes.data(), prefix.data(), prefix.size());
@@ -149,16 +155,18 @@ absl::StatusOr<std::vector<uint8_t>> ReassembleSource(const Origin& o, std::span
     const TensorRecord& r = o.tensors[i].record;
     if (blobs[i].size() != r.nbytes || r.offset < o.prefix_bytes || r.offset > o.source_bytes ||
         r.nbytes > o.source_bytes - r.offset) {
-      return FileError(where, absl::StrFormat("carried blob of '%s' (%u bytes) does not fit its record "
-                                              "(offset %u, %u bytes)",
-                                              o.tensors[i].name, blobs[i].size(), r.offset, r.nbytes));
+      return FileError(where,
+                       absl::StrFormat("carried blob of '%s' (%u bytes) does not fit its record "
+                                       "(offset %u, %u bytes)",
+                                       o.tensors[i].name, blobs[i].size(), r.offset, r.nbytes));
     }
     if (!blobs[i].empty()) std::memcpy(bytes.data() + r.offset, blobs[i].data(), blobs[i].size());
   }
   std::string sha = Sha256Hex(bytes);
   if (sha != o.source_sha256) {
-    return FileError(where, "the carried original bytes do not reassemble the source file (SHA-256 " +
-                                sha + ", recorded " + o.source_sha256 + ")");
+    return FileError(
+        where, "the carried original bytes do not reassemble the source file (SHA-256 " + sha +
+                   ", recorded " + o.source_sha256 + ")");
   }
   return bytes;
 }

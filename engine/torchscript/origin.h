@@ -22,7 +22,7 @@ inline constexpr const char* kPrefixBuffer = "prefix";
 
 struct OriginTensor {
   uint32_t index = 0;
-  std::string name;    // canonical; also the parameter path in the module ("layer00.q_proj")
+  std::string name;  // canonical; also the parameter path in the module ("layer00.q_proj")
   TensorRecord record;
   std::string buffer;  // buffer name in cact_source: "blob_003", "tokenizer"
 };
@@ -33,7 +33,7 @@ struct Origin {
   uint64_t source_bytes = 0;
   uint64_t prefix_bytes = 0;  // header + codebook + directory + padding
   Geometry geometry;
-  std::string scheme;         // inferred from the records (quant/scheme_inference.h)
+  std::string scheme;  // inferred from the records (quant/scheme_inference.h)
   uint32_t codebook_group = 0;
   uint32_t pad_id = 0;
   std::vector<ProbeHeadSpec> heads;
@@ -49,9 +49,8 @@ absl::StatusOr<Origin> OriginFromJson(const std::string& json, const std::string
 
 // Rebuilds the source bytes: prefix, then each blob at its record's offset (zero gaps).
 // Checks sizes against the records and the SHA-256 against the recorded one.
-absl::StatusOr<std::vector<uint8_t>> ReassembleSource(const Origin& o,
-                                                      std::span<const uint8_t> prefix,
-                                                      const std::vector<std::span<const uint8_t>>& blobs,
-                                                      const std::string& where);
+absl::StatusOr<std::vector<uint8_t>> ReassembleSource(
+    const Origin& o, std::span<const uint8_t> prefix,
+    const std::vector<std::span<const uint8_t>>& blobs, const std::string& where);
 
 }  // namespace cact::torchscript

@@ -15,7 +15,9 @@
 namespace cact::torchscript {
 namespace {
 
-std::string ShapeText(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
+std::string ShapeText(const std::vector<uint32_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
 
 bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -58,10 +60,14 @@ std::vector<uint8_t> FloatBytes(const std::vector<float>& v) {
 
 const char* ReturnActionName(ReturnAction a) {
   switch (a) {
-    case ReturnAction::kKept: return "kept";
-    case ReturnAction::kRequantized: return "requantized";
-    case ReturnAction::kRounded: return "rounded";
-    case ReturnAction::kStoredFloat: return "stored";
+    case ReturnAction::kKept:
+      return "kept";
+    case ReturnAction::kRequantized:
+      return "requantized";
+    case ReturnAction::kRounded:
+      return "rounded";
+    case ReturnAction::kStoredFloat:
+      return "stored";
   }
   return "?";
 }
@@ -91,7 +97,8 @@ absl::StatusOr<ReturnResult> PlanReturn(const CactFile& source,
     }
     auto it = values.find(t.name);
     if (it == values.end() || it->second == nullptr) {
-      return FileError(input, "parameter '" + t.name + "' is missing (every tensor of the source must be present)");
+      return FileError(input, "parameter '" + t.name +
+                                  "' is missing (every tensor of the source must be present)");
     }
     const FloatTensor& edited = *it->second;
     if (edited.shape != t.shape()) {
@@ -100,14 +107,17 @@ absl::StatusOr<ReturnResult> PlanReturn(const CactFile& source,
                                   " (shapes cannot change on the way back)");
     }
     if (edited.data.size() != t.record.NumElements()) {
-      return FileError(input, "parameter '" + t.name + "' has " + std::to_string(edited.data.size()) +
-                                  " values for shape " + ShapeText(t.shape()));
+      return FileError(input, "parameter '" + t.name + "' has " +
+                                  std::to_string(edited.data.size()) + " values for shape " +
+                                  ShapeText(t.shape()));
     }
     CACT_ASSIGN_OR_RETURN(std::vector<float> before, TensorValues(source, t));
     for (size_t i = 0; i < edited.data.size(); ++i) {
-      if (!std::isfinite(edited.data[i]) && std::memcmp(&edited.data[i], &before[i], sizeof(float)) != 0) {
-        return FileError(input, absl::StrFormat("parameter '%s' has a non-finite value at element %u",
-                                                t.name, i));
+      if (!std::isfinite(edited.data[i]) &&
+          std::memcmp(&edited.data[i], &before[i], sizeof(float)) != 0) {
+        return FileError(
+            input,
+            absl::StrFormat("parameter '%s' has a non-finite value at element %u", t.name, i));
       }
     }
 
@@ -120,16 +130,18 @@ absl::StatusOr<ReturnResult> PlanReturn(const CactFile& source,
     d.edit_rel = before_norm > 0 ? edit / before_norm : edit;
 
     uint32_t target_bits = t.record.bits;
-    if (t.record.dtype == DType::kCQ && options.scheme) target_bits = options.scheme->BitsFor(t.name);
+    if (t.record.dtype == DType::kCQ && options.scheme)
+      target_bits = options.scheme->BitsFor(t.name);
     const bool width_changed = t.record.dtype == DType::kCQ && target_bits != t.record.bits;
 
     if (unedited && !width_changed && !options.force_requantize) {
       d.action = ReturnAction::kKept;
       out.bytes.assign(original.begin(), original.end());
     } else {
-      d.reason = width_changed ? absl::StrFormat("width %s -> %s", WidthName(t.record.bits), WidthName(target_bits))
-                 : !unedited  ? "edited"
-                              : "forced";
+      d.reason = width_changed ? absl::StrFormat("width %s -> %s", WidthName(t.record.bits),
+                                                 WidthName(target_bits))
+                 : !unedited   ? "edited"
+                               : "forced";
       std::vector<float> decoded;
       switch (t.record.dtype) {
         case DType::kCQ: {

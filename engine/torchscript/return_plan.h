@@ -32,10 +32,10 @@ const char* ReturnActionName(ReturnAction a);  // "kept", "requantized", "rounde
 struct ReturnDecision {
   std::string name;
   ReturnAction action = ReturnAction::kKept;
-  std::string before, after;   // type labels, e.g. "CQ2 g128", "FP16"
-  std::string reason;          // "edited", "width 2 -> 4", "forced"; empty when kept
-  double edit_rel = 0;         // ||new - source|| / ||source|| (new = the given floats)
-  double survived = 1;         // ||decoded(result) - source|| / ||new - source|| (1 when no edit)
+  std::string before, after;  // type labels, e.g. "CQ2 g128", "FP16"
+  std::string reason;         // "edited", "width 2 -> 4", "forced"; empty when kept
+  double edit_rel = 0;        // ||new - source|| / ||source|| (new = the given floats)
+  double survived = 1;        // ||decoded(result) - source|| / ||new - source|| (1 when no edit)
 };
 
 struct ReturnResult {

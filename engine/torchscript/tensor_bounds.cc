@@ -59,8 +59,11 @@ class RecordingAllocator final : public c10::Allocator {
 RecordSizeScope::RecordSizeScope() { RecordingAllocator::Get().Open(); }
 RecordSizeScope::~RecordSizeScope() { RecordingAllocator::Get().Close(); }
 
-absl::Status CheckTensorInRecord(const at::Tensor& t, const std::string& name, const std::string& path) {
-  auto bad = [&](const std::string& what) { return FileError(path, "tensor " + name + " " + what); };
+absl::Status CheckTensorInRecord(const at::Tensor& t, const std::string& name,
+                                 const std::string& path) {
+  auto bad = [&](const std::string& what) {
+    return FileError(path, "tensor " + name + " " + what);
+  };
   if (t.layout() != at::kStrided || !t.has_storage()) return bad("is not a dense tensor");
   const int64_t numel = t.numel();
   if (numel == 0) return absl::OkStatus();
@@ -78,7 +81,8 @@ absl::Status CheckTensorInRecord(const at::Tensor& t, const std::string& name, c
     if (size > int64_t(UINT32_MAX)) return bad("has a dimension over 2^32");
     if (size <= 1 || stride == 0) continue;
     if (stride < 0) return bad("has a negative stride");
-    if (uint64_t(size - 1) > (bytes - last) / uint64_t(stride)) {  // also keeps the sum from overflowing
+    if (uint64_t(size - 1) >
+        (bytes - last) / uint64_t(stride)) {  // also keeps the sum from overflowing
       return bad("reaches past the end of its data record");
     }
     last += uint64_t(size - 1) * uint64_t(stride);

@@ -26,6 +26,7 @@ class RecordSizeScope {
 // open) and holds no more elements than that memory has bytes (stride-0 sizes could
 // otherwise claim anything), which also bounds what converting it allocates by the file
 // size. `name` and `path` go into the error.
-absl::Status CheckTensorInRecord(const at::Tensor& t, const std::string& name, const std::string& path);
+absl::Status CheckTensorInRecord(const at::Tensor& t, const std::string& name,
+                                 const std::string& path);
 
 }  // namespace cact::torchscript

@@ -44,7 +44,8 @@ std::string ClassFor(const std::string& submodule) {
 class ModuleBuilder {
  public:
   explicit ModuleBuilder(const ScriptConfig& config)
-      : config_(config), cu_(std::make_shared<torch::jit::CompilationUnit>()),
+      : config_(config),
+        cu_(std::make_shared<torch::jit::CompilationUnit>()),
         top_(c10::QualifiedName("__torch__.cact.Needle"), cu_) {}
 
   // Adds one tensor; "a.b" goes to submodule "a" (created on first use, in file order).
@@ -120,7 +121,8 @@ absl::Status ExportTorchScript(const CactFile& file, const std::string& out_path
     for (const TensorEntry& t : file.tensors()) {
       if (t.kind == TensorKind::kTokenizer) continue;
       CACT_ASSIGN_OR_RETURN(std::vector<float> values, TensorValues(file, t));
-      builder.Add(t.name, FloatTensorOf(values, t.shape()), /*is_buffer=*/t.name == "heads.manifest");
+      builder.Add(t.name, FloatTensorOf(values, t.shape()),
+                  /*is_buffer=*/t.name == "heads.manifest");
     }
     std::span<const uint8_t> all = file.bytes().span();
     builder.AddBytes(kPrefixBuffer, all.subspan(0, origin.prefix_bytes));
@@ -130,7 +132,8 @@ absl::Status ExportTorchScript(const CactFile& file, const std::string& out_path
     module.save(os);
     bytes = std::move(os).str();
   } catch (const std::exception& e) {
-    return FileError(file.path(), std::string("building the TorchScript module failed: ") + e.what());
+    return FileError(file.path(),
+                     std::string("building the TorchScript module failed: ") + e.what());
   }
   return WriteFileAtomic(out_path, {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
 }

@@ -47,12 +47,13 @@ absl::Status CheckArchiveCode(const std::string& path) {
   try {
     caffe2::serialize::PyTorchStreamReader reader(path);
     for (const std::string& name : reader.getAllRecords()) {
-      if (name.find("code/") == std::string::npos || name.size() < 3 || name.compare(name.size() - 3, 3, ".py") != 0) {
+      if (name.find("code/") == std::string::npos || name.size() < 3 ||
+          name.compare(name.size() - 3, 3, ".py") != 0) {
         continue;
       }
       auto [data, size] = reader.getRecord(name);
-      CACT_RETURN_IF_ERROR(
-          CheckTorchScriptSource(std::string_view(static_cast<const char*>(data.get()), size), path, name));
+      CACT_RETURN_IF_ERROR(CheckTorchScriptSource(
+          std::string_view(static_cast<const char*>(data.get()), size), path, name));
     }
     return absl::OkStatus();
   } catch (const std::exception& e) {
@@ -68,7 +69,8 @@ absl::StatusOr<FloatTensor> ToFloatTensor(const std::string& name, const at::Ten
   f.name = name;
   for (int64_t s : t.sizes()) f.shape.push_back(uint32_t(s));
   f.data.resize(size_t(t.numel()));
-  if (!f.data.empty()) std::memcpy(f.data.data(), t.data_ptr<float>(), f.data.size() * sizeof(float));
+  if (!f.data.empty())
+    std::memcpy(f.data.data(), t.data_ptr<float>(), f.data.size() * sizeof(float));
   f.stored_dtype = std::string(c10::toString(value.scalar_type()));
   return f;
 }
@@ -96,7 +98,8 @@ absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
     ExportedModule out;
     CACT_ASSIGN_OR_RETURN(out.origin, OriginFromJson(m.attr(kJsonAttribute).toStringRef(), path));
     if (!m.hasattr(kSourceModule) || !m.attr(kSourceModule).isModule()) {
-      return FileError(path, "the module carries no original bytes (cact_source submodule missing)");
+      return FileError(path,
+                       "the module carries no original bytes (cact_source submodule missing)");
     }
     torch::jit::Module src = m.attr(kSourceModule).toModule();
     std::vector<at::Tensor> keep;  // owns the bytes the spans below point into
@@ -175,9 +178,11 @@ absl::StatusOr<std::vector<float>> TorchModel::Call(const std::string& method,
   if (!HasMethod(method)) return absl::NotFoundError("the module has no method " + method);
   try {
     c10::InferenceMode guard;
-    at::Tensor tok = at::empty({batch, int64_t(tokens.size()) / batch}, at::TensorOptions().dtype(at::kLong));
+    at::Tensor tok =
+        at::empty({batch, int64_t(tokens.size()) / batch}, at::TensorOptions().dtype(at::kLong));
     std::memcpy(tok.data_ptr<int64_t>(), tokens.data(), tokens.size() * sizeof(int64_t));
-    std::vector<c10::IValue> args{tok, window ? c10::IValue(*window) : c10::IValue(), c10::IValue(sink)};
+    std::vector<c10::IValue> args{tok, window ? c10::IValue(*window) : c10::IValue(),
+                                  c10::IValue(sink)};
     at::Tensor out = impl_->module.get_method(method)(std::move(args)).toTensor();
     out = out.to(at::kFloat).contiguous();
     std::vector<float> v(size_t(out.numel()));
@@ -188,18 +193,23 @@ absl::StatusOr<std::vector<float>> TorchModel::Call(const std::string& method,
   }
 }
 
-absl::StatusOr<std::vector<float>> TorchModel::Logits(std::span<const int64_t> tokens, int64_t batch,
-                                                      std::optional<int64_t> window, int64_t sink) {
+absl::StatusOr<std::vector<float>> TorchModel::Logits(std::span<const int64_t> tokens,
+                                                      int64_t batch, std::optional<int64_t> window,
+                                                      int64_t sink) {
   return Call("forward", tokens, batch, window, sink);
 }
-absl::StatusOr<std::vector<float>> TorchModel::HiddenStates(std::span<const int64_t> tokens, int64_t batch,
-                                                            std::optional<int64_t> window, int64_t sink) {
+absl::StatusOr<std::vector<float>> TorchModel::HiddenStates(std::span<const int64_t> tokens,
+                                                            int64_t batch,
+                                                            std::optional<int64_t> window,
+                                                            int64_t sink) {
   return Call("hidden_states", tokens, batch, window, sink);
 }
-absl::StatusOr<std::vector<float>> TorchModel::Confidence(std::span<const int64_t> tokens, int64_t batch) {
+absl::StatusOr<std::vector<float>> TorchModel::Confidence(std::span<const int64_t> tokens,
+                                                          int64_t batch) {
   return Call("confidence", tokens, batch, std::nullopt, 0);
 }
-absl::StatusOr<std::vector<float>> TorchModel::Retrieval(std::span<const int64_t> tokens, int64_t batch) {
+absl::StatusOr<std::vector<float>> TorchModel::Retrieval(std::span<const int64_t> tokens,
+                                                         int64_t batch) {
   return Call("retrieval", tokens, batch, std::nullopt, 0);
 }
 

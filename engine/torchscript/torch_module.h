@@ -60,8 +60,9 @@ class TorchModel {
  private:
   struct Impl;
   explicit TorchModel(std::unique_ptr<Impl> impl);
-  absl::StatusOr<std::vector<float>> Call(const std::string& method, std::span<const int64_t> tokens,
-                                          int64_t batch, std::optional<int64_t> window, int64_t sink);
+  absl::StatusOr<std::vector<float>> Call(const std::string& method,
+                                          std::span<const int64_t> tokens, int64_t batch,
+                                          std::optional<int64_t> window, int64_t sink);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -15,9 +15,12 @@ const char* WidthClassName(WidthClass c) {
 
 WidthClass WidthClassOf(const TensorRecord& r) {
   switch (r.dtype) {
-    case DType::kFP16: return WidthClass::kFP16;
-    case DType::kFP32: return WidthClass::kFP32;
-    case DType::kRAW: return WidthClass::kRAW;
+    case DType::kFP16:
+      return WidthClass::kFP16;
+    case DType::kFP32:
+      return WidthClass::kFP32;
+    case DType::kRAW:
+      return WidthClass::kRAW;
     case DType::kCQ:
       if (r.bits == 2) return WidthClass::kCQ2;
       if (r.bits == 3) return WidthClass::kCQ3;
@@ -29,11 +32,16 @@ WidthClass WidthClassOf(const TensorRecord& r) {
 
 double NominalCodeBits(WidthClass c) {
   switch (c) {
-    case WidthClass::kCQ2: return 2;
-    case WidthClass::kCQ3: return 3;
-    case WidthClass::kCQ4: return 4;
-    case WidthClass::kCQ158: return std::log2(3.0);
-    default: return 0;
+    case WidthClass::kCQ2:
+      return 2;
+    case WidthClass::kCQ3:
+      return 3;
+    case WidthClass::kCQ4:
+      return 4;
+    case WidthClass::kCQ158:
+      return std::log2(3.0);
+    default:
+      return 0;
   }
 }
 

@@ -28,14 +28,14 @@ struct ClassStats {
 
 struct Accounting {
   std::array<ClassStats, kNumWidthClasses> classes{};  // indexed by WidthClass
-  uint64_t params = 0;              // all non-RAW logical elements
-  uint64_t cq_params = 0;           // elements of CQ matrices
-  double code_weighted_bits = 0;    // sum(CQ params x nominal width) / cq_params
-  uint64_t norm_bytes = 0;          // FP16 group norms inside CQ blobs
-  uint64_t payload_bytes = 0;       // all non-RAW blob bytes (codes + norms + FP16/FP32)
-  double payload_bpw = 0;           // payload_bytes * 8 / params
-  uint64_t file_bytes = 0;          // whole file (0 when not given)
-  double file_bpw = 0;              // file_bytes * 8 / params
+  uint64_t params = 0;                                 // all non-RAW logical elements
+  uint64_t cq_params = 0;                              // elements of CQ matrices
+  double code_weighted_bits = 0;                       // sum(CQ params x nominal width) / cq_params
+  uint64_t norm_bytes = 0;                             // FP16 group norms inside CQ blobs
+  uint64_t payload_bytes = 0;  // all non-RAW blob bytes (codes + norms + FP16/FP32)
+  double payload_bpw = 0;      // payload_bytes * 8 / params
+  uint64_t file_bytes = 0;     // whole file (0 when not given)
+  double file_bpw = 0;         // file_bytes * 8 / params
   const ClassStats& operator[](WidthClass c) const { return classes[size_t(c)]; }
 };
 

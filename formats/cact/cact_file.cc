@@ -14,7 +14,8 @@
 namespace cact {
 
 std::vector<uint32_t> TensorEntry::shape() const {
-  return std::vector<uint32_t>(record.shape.begin(), record.shape.begin() + std::min<int>(record.ndim, 4));
+  return std::vector<uint32_t>(record.shape.begin(),
+                               record.shape.begin() + std::min<int>(record.ndim, 4));
 }
 
 uint64_t TensorEntry::rows() const {
@@ -41,7 +42,8 @@ std::string ShapeString(const std::vector<uint32_t>& s) {
 }
 
 std::string RecordShapeString(const TensorRecord& r) {
-  return ShapeString(std::vector<uint32_t>(r.shape.begin(), r.shape.begin() + std::min<int>(r.ndim, 4)));
+  return ShapeString(
+      std::vector<uint32_t>(r.shape.begin(), r.shape.begin() + std::min<int>(r.ndim, 4)));
 }
 
 // True when codebook value i begins one width's codebook (the sorted runs restart there).
@@ -56,8 +58,8 @@ class Validator {
  public:
   Validator(const std::string& file, std::span<const uint8_t> bytes) : file_(file), bytes_(bytes) {}
 
-  absl::Status Run(Header* header, std::vector<float>* codebook,
-                   std::vector<TensorEntry>* tensors, std::vector<ProbeHeadSpec>* heads);
+  absl::Status Run(Header* header, std::vector<float>* codebook, std::vector<TensorEntry>* tensors,
+                   std::vector<ProbeHeadSpec>* heads);
 
  private:
   uint64_t RecordPos(uint32_t i) const {
@@ -94,19 +96,20 @@ absl::Status Validator::CheckHeaderAndCount() {
                        absl::StrFormat("0x%08X is not the .cact tag 0x%08X (not a .cact file)",
                                        LoadLE32(bytes_.data()), kCactTag));
   if (size < kHeaderBytes)
-    return FormatError(file_, "header", 0,
-                       absl::StrFormat("file has %d bytes, the header needs %d", size, kHeaderBytes));
+    return FormatError(
+        file_, "header", 0,
+        absl::StrFormat("file has %d bytes, the header needs %d", size, kHeaderBytes));
   header_ = ParseHeader(bytes_.data());
   CACT_RETURN_IF_ERROR(ValidateHeader(header_, file_));
   const Geometry& g = header_.geometry;
   core_ = CoreTensorCount(g);
   std::optional<uint32_t> heads = ProbeHeadCount(g, header_.num_tensors);
   if (!heads)
-    return FormatError(file_, "header.num_tensors", HeaderFieldOffset(1),
-                       absl::StrFormat("%d but the geometry implies %d (no probe heads) or "
-                                       "%d + 3*H (H >= 1 probe heads)",
-                                       header_.num_tensors, TotalTensorCount(g, 0),
-                                       TotalTensorCount(g, 0) + 1));
+    return FormatError(
+        file_, "header.num_tensors", HeaderFieldOffset(1),
+        absl::StrFormat("%d but the geometry implies %d (no probe heads) or "
+                        "%d + 3*H (H >= 1 probe heads)",
+                        header_.num_tensors, TotalTensorCount(g, 0), TotalTensorCount(g, 0) + 1));
   num_heads_ = *heads;
   return absl::OkStatus();
 }
@@ -145,8 +148,8 @@ absl::Status Validator::CheckDirectoryFits() {
   return absl::OkStatus();
 }
 
-// Self-consistency of one record (dtype already known valid): ndim, group/bits, nbytes from its own shape,
-// offset alignment and bounds. Does not compare against the canonical layout.
+// Self-consistency of one record (dtype already known valid): ndim, group/bits, nbytes from its own
+// shape, offset alignment and bounds. Does not compare against the canonical layout.
 absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) const {
   const TensorRecord& r = records_[i];
   if (r.pad != 0)
@@ -173,11 +176,13 @@ absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) con
                                          kMinCqGroup, kMaxCqGroup));
   } else {
     if (r.group != 0)
-      return RecordError(i, name, "group", kRecGroup,
-                         absl::StrFormat("%d but a %s record has group 0", r.group, DTypeName(r.dtype)));
+      return RecordError(
+          i, name, "group", kRecGroup,
+          absl::StrFormat("%d but a %s record has group 0", r.group, DTypeName(r.dtype)));
     if (r.bits != 0)
-      return RecordError(i, name, "bits", kRecBits,
-                         absl::StrFormat("%d but a %s record has bits 0", r.bits, DTypeName(r.dtype)));
+      return RecordError(
+          i, name, "bits", kRecBits,
+          absl::StrFormat("%d but a %s record has bits 0", r.bits, DTypeName(r.dtype)));
   }
   if (r.dtype != DType::kRAW) {
     bool overflow = false;
@@ -186,7 +191,8 @@ absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) con
       need = CqBlobBytes(r.shape[0], r.shape[1], r.group, r.bits, &overflow);
     } else {
       uint64_t elems = 1;
-      for (int k = 0; k < r.ndim; ++k) overflow |= __builtin_mul_overflow(elems, uint64_t(r.shape[k]), &elems);
+      for (int k = 0; k < r.ndim; ++k)
+        overflow |= __builtin_mul_overflow(elems, uint64_t(r.shape[k]), &elems);
       overflow |= __builtin_mul_overflow(elems, uint64_t(r.dtype == DType::kFP16 ? 2 : 4), &need);
     }
     const std::string what = TypeLabel(r) + " " + RecordShapeString(r);  // "CQ2 g128 [8,16]"
@@ -204,7 +210,8 @@ absl::Status Validator::CheckRecordSelf(uint32_t i, const std::string& name) con
   if (r.offset < first)
     return RecordError(i, name, "offset", kRecOffset,
                        absl::StrFormat("%d lies before the first blob offset %d (inside the "
-                                       "header, codebook or directory)", r.offset, first));
+                                       "header, codebook or directory)",
+                                       r.offset, first));
   uint64_t end = 0;
   if (__builtin_add_overflow(r.offset, r.nbytes, &end) || end > bytes_.size())
     return RecordError(i, name, "offset", kRecOffset,
@@ -224,9 +231,9 @@ absl::Status Validator::CheckRecordKind(uint32_t i, const TensorSpec& spec) cons
                        absl::StrFormat("%d is not a dtype (1 FP16, 2 FP32, 3 CQ, 4 RAW)", dt));
   if (spec.kind == TensorKind::kTokenizer) {
     if (r.dtype != DType::kRAW)
-      return RecordError(i, name, "dtype", kRecDType,
-                         absl::StrFormat("%s but the last record (tokenizer) must be RAW",
-                                         DTypeName(r.dtype)));
+      return RecordError(
+          i, name, "dtype", kRecDType,
+          absl::StrFormat("%s but the last record (tokenizer) must be RAW", DTypeName(r.dtype)));
     return absl::OkStatus();
   }
   if (r.dtype == DType::kRAW)
@@ -247,9 +254,9 @@ absl::Status Validator::CheckRecordShape(uint32_t i, const TensorSpec& spec) con
                        absl::StrFormat("%d but %s is %s", r.ndim, name, expected));
   for (size_t k = 0; k < spec.shape.size(); ++k)
     if (r.shape[k] != spec.shape[k])
-      return RecordError(i, name, "shape", kRecShape + 4 * k,
-                         absl::StrFormat("%s but the geometry makes %s %s", RecordShapeString(r),
-                                         name, expected));
+      return RecordError(
+          i, name, "shape", kRecShape + 4 * k,
+          absl::StrFormat("%s but the geometry makes %s %s", RecordShapeString(r), name, expected));
   return absl::OkStatus();
 }
 

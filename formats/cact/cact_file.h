@@ -16,7 +16,7 @@ namespace cact {
 
 struct TensorEntry {
   uint32_t index = 0;
-  std::string name;        // canonical name from the position
+  std::string name;  // canonical name from the position
   TensorKind kind = TensorKind::kVector;
   TensorRecord record;
   std::vector<uint32_t> shape() const;  // record.shape[0..ndim)

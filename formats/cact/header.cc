@@ -11,10 +11,14 @@ namespace cact {
 
 const char* DTypeName(DType d) {
   switch (d) {
-    case DType::kFP16: return "FP16";
-    case DType::kFP32: return "FP32";
-    case DType::kCQ: return "CQ";
-    case DType::kRAW: return "RAW";
+    case DType::kFP16:
+      return "FP16";
+    case DType::kFP32:
+      return "FP32";
+    case DType::kCQ:
+      return "CQ";
+    case DType::kRAW:
+      return "RAW";
   }
   return "?";
 }
@@ -56,14 +60,35 @@ Geometry Geometry::Needle2() { return Geometry{}; }
 // Header words in '<29If' order; field i lives at byte 4*i.
 static std::array<uint32_t*, 29> HeaderWords(Header& h) {
   Geometry& g = h.geometry;
-  return {&h.tag,           &h.num_tensors,         &h.codebook_len,     &g.kv_window,
-          &g.kv_bits,       &g.vocab,               &g.d_model,          &g.num_heads,
-          &g.num_kv_heads,  &g.num_layers,          &g.head_dim,         &g.max_seq_len,
-          &g.hada_n,        &g.mhc_lanes,           &g.engram_slots,     &g.engram_sub_dim,
-          &g.num_engram_tables, &g.engram_conv_taps, &g.engram_conv_dilation,
-          &g.num_engram_orders, &g.engram_orders[0], &g.engram_orders[1], &g.engram_orders[2],
-          &g.engram_orders[3], &g.num_engram_sites, &g.engram_sites[0], &g.engram_sites[1],
-          &g.engram_sites[2], &g.engram_sites[3]};
+  return {&h.tag,
+          &h.num_tensors,
+          &h.codebook_len,
+          &g.kv_window,
+          &g.kv_bits,
+          &g.vocab,
+          &g.d_model,
+          &g.num_heads,
+          &g.num_kv_heads,
+          &g.num_layers,
+          &g.head_dim,
+          &g.max_seq_len,
+          &g.hada_n,
+          &g.mhc_lanes,
+          &g.engram_slots,
+          &g.engram_sub_dim,
+          &g.num_engram_tables,
+          &g.engram_conv_taps,
+          &g.engram_conv_dilation,
+          &g.num_engram_orders,
+          &g.engram_orders[0],
+          &g.engram_orders[1],
+          &g.engram_orders[2],
+          &g.engram_orders[3],
+          &g.num_engram_sites,
+          &g.engram_sites[0],
+          &g.engram_sites[1],
+          &g.engram_sites[2],
+          &g.engram_sites[3]};
 }
 
 Header ParseHeader(const uint8_t* bytes120) {
@@ -146,8 +171,7 @@ absl::Status ValidateHeader(const Header& h, const std::string& file) {
   c.Range(g.engram_sub_dim, 1, 1u << 16, 15, "engram_sub_dim");
   c.Range(g.num_engram_tables, 1, 4096, 16, "num_engram_tables");
   if (c.status.ok())
-    c.Check(uint64_t(g.num_engram_tables) * g.engram_sub_dim == g.d_model, 16,
-            "num_engram_tables",
+    c.Check(uint64_t(g.num_engram_tables) * g.engram_sub_dim == g.d_model, 16, "num_engram_tables",
             absl::StrFormat("%d tables x engram_sub_dim %d = %d, not d_model %d",
                             g.num_engram_tables, g.engram_sub_dim,
                             uint64_t(g.num_engram_tables) * g.engram_sub_dim, g.d_model));
@@ -172,8 +196,8 @@ absl::Status ValidateHeader(const Header& h, const std::string& file) {
   }
   if (c.status.ok())
     c.Check(g.num_engram_tables % g.num_engram_orders == 0, 16, "num_engram_tables",
-            absl::StrFormat("%d is not num_engram_orders %d x heads_per_order",
-                            g.num_engram_tables, g.num_engram_orders));
+            absl::StrFormat("%d is not num_engram_orders %d x heads_per_order", g.num_engram_tables,
+                            g.num_engram_orders));
   if (c.status.ok())
     c.Check(g.engram_conv_dilation == max_order, 18, "engram_conv_dilation",
             absl::StrFormat("%d but the largest engram order is %d", g.engram_conv_dilation,
@@ -187,8 +211,8 @@ absl::Status ValidateHeader(const Header& h, const std::string& file) {
               absl::StrFormat("site %d at layer %d but num_layers is %d", i, s, g.num_layers));
       if (i > 0)
         c.Check(s > g.engram_sites[i - 1], index, "engram_sites",
-                absl::StrFormat("site %d at layer %d is not after site %d at layer %d", i, s,
-                                i - 1, g.engram_sites[i - 1]));
+                absl::StrFormat("site %d at layer %d is not after site %d at layer %d", i, s, i - 1,
+                                g.engram_sites[i - 1]));
     } else {
       c.Check(s == 0, index, "engram_sites",
               absl::StrFormat("entry %d is %d beyond num_engram_sites %d (must be 0)", i, s,

@@ -23,12 +23,12 @@ const char* DTypeName(DType d);  // "FP16", "FP32", "CQ", "RAW"
 
 // The CQ types, one row per record `bits` value (spec section 1: Codebook, CQ blob).
 struct CqType {
-  uint32_t bits;         // the record's `bits` field
-  uint32_t code_bits;    // width of one packed code (ternary: 2-bit crumbs 3, 0, 1)
-  const char* width;     // "2", "3", "4", "1.58"
-  const char* name;      // "CQ2", "CQ3", "CQ4", "CQ1.58"
-  uint32_t levels;       // codebook entries
-  int codebook_offset;   // first value in the file's CQ2 | CQ3 | CQ4 codebook; -1: not stored
+  uint32_t bits;        // the record's `bits` field
+  uint32_t code_bits;   // width of one packed code (ternary: 2-bit crumbs 3, 0, 1)
+  const char* width;    // "2", "3", "4", "1.58"
+  const char* name;     // "CQ2", "CQ3", "CQ4", "CQ1.58"
+  uint32_t levels;      // codebook entries
+  int codebook_offset;  // first value in the file's CQ2 | CQ3 | CQ4 codebook; -1: not stored
 };
 inline constexpr CqType kCqTypes[] = {
     {2, 2, "2", "CQ2", 4, 0},
@@ -58,7 +58,7 @@ inline constexpr double kTernaryLevel = 1.2240064;
 // Unit-variance Lloyd-Max CQ2 levels in float64 (quant/codebook.h computes them; its tests
 // check these): the stored CQ2 codebook is float32(level / sqrt(group)).
 inline constexpr double kUnitCq2Levels[4] = {-0x1.81b52e4028034p+0, -0x1.ce467275b97c1p-2,
-                                              0x1.cfd177c54d348p-2, 0x1.828af1c85664p+0};
+                                             0x1.cfd177c54d348p-2, 0x1.828af1c85664p+0};
 // float32(unit / sqrt(group)), rounded once: how every codebook value is scaled.
 float ScaleUnitLevel(double unit, uint32_t group);
 
@@ -102,9 +102,11 @@ struct Geometry {
   float rope_theta = 100000.0f;
 
   // Derived sizes.
-  uint32_t attn_dim() const { return num_heads * head_dim; }    // A
-  uint32_t kv_dim() const { return num_kv_heads * head_dim; }   // K
-  uint32_t heads_per_order() const { return num_engram_orders ? num_engram_tables / num_engram_orders : 0; }
+  uint32_t attn_dim() const { return num_heads * head_dim; }   // A
+  uint32_t kv_dim() const { return num_kv_heads * head_dim; }  // K
+  uint32_t heads_per_order() const {
+    return num_engram_orders ? num_engram_tables / num_engram_orders : 0;
+  }
   // Returns the engram site index whose layer is `layer`, or -1.
   int EngramSiteAt(uint32_t layer) const;
 
@@ -148,7 +150,8 @@ std::array<uint8_t, kRecordBytes> SerializeRecord(const TensorRecord& r);
 
 // Bytes a CQ blob must have for a logical [out, in] matrix: packed codes then FP16 norms.
 // Returns 0 and sets *overflow on 64-bit overflow.
-uint64_t CqBlobBytes(uint64_t out, uint64_t in, uint32_t group, uint32_t bits, bool* overflow = nullptr);
+uint64_t CqBlobBytes(uint64_t out, uint64_t in, uint32_t group, uint32_t bits,
+                     bool* overflow = nullptr);
 // Number of bytes of packed codes per row (in_pad * code_bits / 8; ternary uses 2 bits).
 uint64_t CqRowCodeBytes(uint64_t in, uint32_t group, uint32_t bits);
 

@@ -18,8 +18,8 @@ std::string ProbeHeadSpec::name() const {
 }
 
 uint32_t CoreTensorCount(const Geometry& g) {
-  return 1 + kPerLayerTensors * g.num_layers + kMhcTensors +
-         kPerSiteTensors * g.num_engram_sites + 1;
+  return 1 + kPerLayerTensors * g.num_layers + kMhcTensors + kPerSiteTensors * g.num_engram_sites +
+         1;
 }
 
 uint32_t TotalTensorCount(const Geometry& g, size_t num_heads) {
@@ -36,7 +36,8 @@ std::optional<uint32_t> ProbeHeadCount(const Geometry& g, uint32_t num_tensors) 
   return uint32_t((extra - 1) / kPerHeadTensors);
 }
 
-std::vector<TensorSpec> CanonicalLayout(const Geometry& g, const std::vector<ProbeHeadSpec>& heads) {
+std::vector<TensorSpec> CanonicalLayout(const Geometry& g,
+                                        const std::vector<ProbeHeadSpec>& heads) {
   const uint32_t d = g.d_model, A = g.attn_dim(), K = g.kv_dim(), n = g.hada_n, m = g.mhc_lanes;
   const uint32_t L = g.num_layers, hd = g.head_dim;
   std::vector<TensorSpec> out;
@@ -102,7 +103,8 @@ std::string SchemeMatchName(const std::string& canonical) {
   if (canonical.rfind("layer", 0) == 0) {
     size_t i = 5;
     while (i < canonical.size() && canonical[i] >= '0' && canonical[i] <= '9') ++i;
-    if (i > 5 && i < canonical.size() && canonical[i] == '.') return "attn." + canonical.substr(i + 1);
+    if (i > 5 && i < canonical.size() && canonical[i] == '.')
+      return "attn." + canonical.substr(i + 1);
   }
   return canonical;
 }

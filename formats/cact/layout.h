@@ -20,15 +20,15 @@ enum class ProbeHead : uint8_t { kContrastive = 1, kConfidence = 2 };
 
 struct ProbeHeadSpec {
   ProbeHead kind;
-  uint32_t probes;   // 4 contrastive, 8 confidence
-  uint32_t out_dim;  // contrastive: contrastive_dim (128 released), confidence: 1
+  uint32_t probes;           // 4 contrastive, 8 confidence
+  uint32_t out_dim;          // contrastive: contrastive_dim (128 released), confidence: 1
   std::string name() const;  // "contrastive_head" / "confidence_head"
 };
 
 struct TensorSpec {
-  std::string name;                 // canonical, e.g. "layer03.q_proj", "engram1.tables"
+  std::string name;  // canonical, e.g. "layer03.q_proj", "engram1.tables"
   TensorKind kind;
-  std::vector<uint32_t> shape;      // logical shape; [out, in] for matrices; empty for RAW
+  std::vector<uint32_t> shape;  // logical shape; [out, in] for matrices; empty for RAW
 };
 
 // Number of tensors from `embedding` through `final_norm` (no heads, no tokenizer).

@@ -50,7 +50,8 @@ absl::StatusOr<std::vector<uint8_t>> SerializeCact(const CactContents& c, const 
     std::memcpy(out.data() + pos, rec.data(), rec.size());
     pos += rec.size();
     if (!c.tensors[i].bytes.empty())
-      std::memcpy(out.data() + records[i].offset, c.tensors[i].bytes.data(), c.tensors[i].bytes.size());
+      std::memcpy(out.data() + records[i].offset, c.tensors[i].bytes.data(),
+                  c.tensors[i].bytes.size());
   }
 
   // Never write what we could not read back.
@@ -62,7 +63,8 @@ absl::StatusOr<std::vector<uint8_t>> SerializeCact(const CactContents& c, const 
     const std::string& want = c.tensors[i].name;
     if (!want.empty() && want != parsed->tensors()[i].name)
       return FileError(name, absl::StrFormat("tensor %d is '%s' but the geometry puts '%s' at "
-                                             "that position", i, want, parsed->tensors()[i].name));
+                                             "that position",
+                                             i, want, parsed->tensors()[i].name));
   }
   return out;
 }

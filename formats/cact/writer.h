@@ -13,14 +13,14 @@
 namespace cact {
 
 struct TensorBlob {
-  std::string name;             // canonical (used for error messages and checks)
-  TensorRecord record;          // dtype, ndim, shape, group, bits; offset/nbytes are filled in
-  std::vector<uint8_t> bytes;   // the blob
+  std::string name;            // canonical (used for error messages and checks)
+  TensorRecord record;         // dtype, ndim, shape, group, bits; offset/nbytes are filled in
+  std::vector<uint8_t> bytes;  // the blob
 };
 
 struct CactContents {
   Geometry geometry;
-  std::vector<float> codebook;  // codebook_len values (CQ2 | CQ3 | CQ4)
+  std::vector<float> codebook;      // codebook_len values (CQ2 | CQ3 | CQ4)
   std::vector<TensorBlob> tensors;  // in directory order, tokenizer last
 };
 

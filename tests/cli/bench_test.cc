@@ -1,13 +1,13 @@
-// `cact-run bench` as a library (tools/cact-run/bench/bench.h) on the tiny fixture: every arm and test
-// is measured (positive tokens/s), the report carries the machine limits, and bad
-// options are clear errors. (Timings are not checked: they depend on the machine.)
+// `cact-run bench` as a library (tools/cact-run/bench/bench.h) on the tiny fixture: every arm and
+// test is measured (positive tokens/s), the report carries the machine limits, and bad options are
+// clear errors. (Timings are not checked: they depend on the machine.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
-#include "tools/cact-run/bench/bench.h"
 #include "support/test_support.h"
+#include "tools/cact-run/bench/bench.h"
 
 namespace cact::testing {
 namespace {
@@ -89,8 +89,10 @@ TEST(FastBench, SessionFiguresComeFromAFreshProcess) {
   o.format = "md";
   report = RunBench(o);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_NE(report->find("| threads | open + validate ms | fast-path setup ms | session peak RSS MiB"),
-            std::string::npos) << *report;
+  EXPECT_NE(
+      report->find("| threads | open + validate ms | fast-path setup ms | session peak RSS MiB"),
+      std::string::npos)
+      << *report;
 
   o.run_binary = "/nonexistent/cact-run";  // the session cannot start: an error, not a zero
   EXPECT_FALSE(RunBench(o).ok());

@@ -23,7 +23,8 @@ class InspectFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(InspectFixture, JsonSummaryAgreesWithTheExporter) {
   const std::string kase = GetParam();
-  auto r = testing::Run(Tool("cact-inspect") + " --json " + Fixture(kase, "model.cact") + " 2>/dev/null");
+  auto r = testing::Run(Tool("cact-inspect") + " --json " + Fixture(kase, "model.cact") +
+                        " 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
   auto c = CaseJson(kase);
@@ -60,12 +61,14 @@ TEST_P(InspectFixture, HumanAndMarkdownOutputs) {
 TEST_P(InspectFixture, VerifyChecksTheSha256) {
   const std::string kase = GetParam();
   std::string sha = CaseJson(kase)["model"]["sha256"];
-  auto ok = testing::Run(Tool("cact-inspect") + " verify " + Fixture(kase, "model.cact") + " --sha256 " + sha);
+  auto ok = testing::Run(Tool("cact-inspect") + " verify " + Fixture(kase, "model.cact") +
+                         " --sha256 " + sha);
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
   EXPECT_NE(ok.output.find("OK "), std::string::npos);
   std::string wrong = sha;
   wrong[0] = wrong[0] == '0' ? '1' : '0';
-  auto bad = testing::Run(Tool("cact-inspect") + " verify " + Fixture(kase, "model.cact") + " --sha256 " + wrong);
+  auto bad = testing::Run(Tool("cact-inspect") + " verify " + Fixture(kase, "model.cact") +
+                          " --sha256 " + wrong);
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.output.find("FAIL"), std::string::npos);
 }
@@ -73,9 +76,10 @@ TEST_P(InspectFixture, VerifyChecksTheSha256) {
 TEST_P(InspectFixture, DumpMatchesTheOfficialDequantization) {
   const std::string kase = GetParam();
   TempDir tmp;
-  for (std::string name : {"embedding", "layer01.q_proj", "engram1.tables", "mhc_phi_res", "layer00.d1"}) {
-    auto r = testing::Run(Tool("cact-inspect") + " dump " + Fixture(kase, "model.cact") + " --tensor " + name +
-                 " -o " + tmp / "t.npy");
+  for (std::string name :
+       {"embedding", "layer01.q_proj", "engram1.tables", "mhc_phi_res", "layer00.d1"}) {
+    auto r = testing::Run(Tool("cact-inspect") + " dump " + Fixture(kase, "model.cact") +
+                          " --tensor " + name + " -o " + tmp / "t.npy");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     auto ours = ReadNpy(tmp / "t.npy");
     auto theirs = ReadNpy(Fixture(kase, "official_dequant/" + name + ".npy"));
@@ -94,12 +98,15 @@ TEST_P(InspectFixture, DumpMatchesTheOfficialDequantization) {
 TEST_P(InspectFixture, DiffSeesExactlyTheTouchedTensor) {
   const std::string kase = GetParam();
   TempDir tmp;
-  auto same = testing::Run(Tool("cact-inspect") + " diff " + Fixture(kase, "model.cact") + " " + Fixture(kase, "model.cact"));
+  auto same = testing::Run(Tool("cact-inspect") + " diff " + Fixture(kase, "model.cact") + " " +
+                           Fixture(kase, "model.cact"));
   EXPECT_EQ(same.exit_code, 0) << same.output;
   EXPECT_NE(same.output.find("IDENTICAL: 0 of"), std::string::npos) << same.output;
 
   // Flip one code byte inside layer01.k_proj.
-  auto info = nlohmann::json::parse(testing::Run(Tool("cact-inspect") + " --json " + Fixture(kase, "model.cact") + " 2>/dev/null").output);
+  auto info = nlohmann::json::parse(
+      testing::Run(Tool("cact-inspect") + " --json " + Fixture(kase, "model.cact") + " 2>/dev/null")
+          .output);
   uint64_t off = 0;
   for (auto& t : info["tensors"])
     if (t["name"] == "layer01.k_proj") off = t["offset"];
@@ -107,7 +114,8 @@ TEST_P(InspectFixture, DiffSeesExactlyTheTouchedTensor) {
   auto bytes = testing::ReadAll(Fixture(kase, "model.cact"));
   bytes[off + 3] ^= 0x5A;
   testing::WriteAll(tmp / "edited.cact", bytes);
-  auto r = testing::Run(Tool("cact-inspect") + " diff --json " + Fixture(kase, "model.cact") + " " + tmp / "edited.cact");
+  auto r = testing::Run(Tool("cact-inspect") + " diff --json " + Fixture(kase, "model.cact") + " " +
+                        tmp / "edited.cact");
   EXPECT_EQ(r.exit_code, 1);
   auto j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["changed_tensors"], 1);
@@ -154,7 +162,10 @@ TEST(InspectErrors, CorruptFilesGiveOneLineAndExitTwo) {
   EXPECT_NE(r.output.find("tag"), std::string::npos) << r.output;
   // Missing file, unknown tensor.
   EXPECT_EQ(testing::Run(Tool("cact-inspect") + " " + tmp / "missing.cact").exit_code, 2);
-  EXPECT_EQ(testing::Run(Tool("cact-inspect") + " dump " + Fixture("tiny", "model.cact") + " --tensor nope -o " + tmp / "x.npy").exit_code, 2);
+  EXPECT_EQ(testing::Run(Tool("cact-inspect") + " dump " + Fixture("tiny", "model.cact") +
+                         " --tensor nope -o " + tmp / "x.npy")
+                .exit_code,
+            2);
   // verify reports invalid files with exit 1 and a verdict.
   r = testing::Run(Tool("cact-inspect") + " verify " + tmp / "trunc.cact");
   EXPECT_EQ(r.exit_code, 1);
@@ -164,14 +175,18 @@ TEST(InspectErrors, CorruptFilesGiveOneLineAndExitTwo) {
 TEST(InspectZstd, CompressedInputIsFirstClass) {
   TempDir tmp;
   std::string zst = tmp / "model.cact.zst";
-  ASSERT_EQ(testing::Run("zstd -q -19 " + Fixture("odd", "model.cact") + " -o " + zst).exit_code, 0);
-  auto a = testing::Run(Tool("cact-inspect") + " --json " + Fixture("odd", "model.cact") + " 2>/dev/null");
+  ASSERT_EQ(testing::Run("zstd -q -19 " + Fixture("odd", "model.cact") + " -o " + zst).exit_code,
+            0);
+  auto a = testing::Run(Tool("cact-inspect") + " --json " + Fixture("odd", "model.cact") +
+                        " 2>/dev/null");
   auto b = testing::Run(Tool("cact-inspect") + " --json " + zst + " 2>/dev/null");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   auto ja = nlohmann::json::parse(a.output), jb = nlohmann::json::parse(b.output);
   EXPECT_EQ(ja["sha256"], jb["sha256"]);  // SHA of the decompressed .cact
   EXPECT_TRUE(jb["zstd"].get<bool>());
-  EXPECT_EQ(testing::Run(Tool("cact-inspect") + " diff " + Fixture("odd", "model.cact") + " " + zst).exit_code, 0);
+  EXPECT_EQ(testing::Run(Tool("cact-inspect") + " diff " + Fixture("odd", "model.cact") + " " + zst)
+                .exit_code,
+            0);
 }
 
 }  // namespace

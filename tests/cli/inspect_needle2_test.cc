@@ -10,9 +10,11 @@ namespace {
 
 TEST(InspectNeedle2, AccountingMatchesTheReleasedFile) {
   testing::TempDir tmp;
-  auto synth = testing::Run(testing::Tool("cact-quant") + " synth --preset needle2 --seed 1 -q -o " + tmp / "n2.cact");
+  auto synth = testing::Run(testing::Tool("cact-quant") +
+                            " synth --preset needle2 --seed 1 -q -o " + tmp / "n2.cact");
   ASSERT_EQ(synth.exit_code, 0) << synth.output;
-  auto r = testing::Run(testing::Tool("cact-inspect") + " --json " + tmp / "n2.cact" + " 2>/dev/null");
+  auto r =
+      testing::Run(testing::Tool("cact-inspect") + " --json " + tmp / "n2.cact" + " 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto j = nlohmann::json::parse(r.output);
   auto& acc = j["accounting"];

@@ -82,7 +82,8 @@ TEST_P(RunFixture, LogitsMatchTheOfficialDecode) {
     auto r = RunSplit(Fixture(kase, "model.cact") + " --ref --tokens " + Join(Tokens(kase, seq)) +
                       " --logits " + (dir / "l.npy"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    NpyArray got = Load(dir / "l.npy"), want = Load(Fixture(kase, std::string("logits_") + seq + ".npy"));
+    NpyArray got = Load(dir / "l.npy"),
+             want = Load(Fixture(kase, std::string("logits_") + seq + ".npy"));
     EXPECT_EQ(got.shape, want.shape);
     EXPECT_LE(MaxAbsDiff(got.data, want.data), 1e-4 * StdDev(want.data)) << kase << " " << seq;
   }
@@ -123,8 +124,8 @@ TEST(RunCli, GreedyGenerationIsTheArgmaxChain) {
   ASSERT_FALSE(gen.empty());
   EXPECT_LE(gen.size(), 12u);
   EXPECT_EQ(prompt.front(), 2);  // BOS
-  for (const char* key : {"open_ms", "load_ms", "tokenize_ms", "prefill_tokens_per_s", "first_token_ms",
-                          "decode_tokens_per_s", "peak_rss_bytes"})
+  for (const char* key : {"open_ms", "load_ms", "tokenize_ms", "prefill_tokens_per_s",
+                          "first_token_ms", "decode_tokens_per_s", "peak_rss_bytes"})
     EXPECT_TRUE(j.at("timings").contains(key)) << key;
   EXPECT_GT(j.at("timings").at("peak_rss_bytes").get<uint64_t>(), 0u);
 
@@ -143,7 +144,8 @@ TEST(RunCli, GreedyGenerationIsTheArgmaxChain) {
   auto text = RunSplit(model + " --ref -p 'The GNU General Public License' -n 12");
   ASSERT_EQ(text.exit_code, 0);
   EXPECT_EQ(text.out, j.at("text").get<std::string>() + "\n");
-  for (const char* key : {"load", "tokenize", "prompt", "prefill", "tok/s", "first token", "decode", "peak RSS"})
+  for (const char* key :
+       {"load", "tokenize", "prompt", "prefill", "tok/s", "first token", "decode", "peak RSS"})
     EXPECT_NE(text.err.find(key), std::string::npos) << key << " in " << text.err;
 }
 
@@ -195,25 +197,27 @@ TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
   const std::string tools = dir / "tools.json";
   const std::string decl =
       "[{\"name\": \"get_weather\", \"description\": \"Weather for a city\",\n"
-      "  \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}]";
+      "  \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+      "\"string\"}}}}]";
   testing::WriteAll(tools, std::vector<uint8_t>(decl.begin(), decl.end()));
   const std::string query = "What is the weather in Paris?";
   testing::WriteAll(dir / "query.txt", std::vector<uint8_t>(query.begin(), query.end()));
-  auto oracle = testing::Run(testing::Python() + " " + CACT_SOURCE_DIR + "/tests/engine/chat_oracle.py " +
-                             Fixture("tiny", "tokenizer.model") + " " + tools + " " + (dir / "query.txt") +
-                             " - " + (dir / "want.json"));
+  auto oracle = testing::Run(testing::Python() + " " + CACT_SOURCE_DIR +
+                             "/tests/engine/chat_oracle.py " + Fixture("tiny", "tokenizer.model") +
+                             " " + tools + " " + (dir / "query.txt") + " - " + (dir / "want.json"));
   ASSERT_EQ(oracle.exit_code, 0) << oracle.output;
   std::ifstream wf(dir / "want.json");
   const auto want = nlohmann::json::parse(wf);
 
-  auto r = RunSplit(Fixture("tiny", "model.cact") + " --ref --tools " + tools + " --query '" + query +
-                    "' -n 4 --json");
+  auto r = RunSplit(Fixture("tiny", "model.cact") + " --ref --tools " + tools + " --query '" +
+                    query + "' -n 4 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("prompt_ids"), want.at("ids"));
   EXPECT_EQ(j.at("sink"), want.at("tools_prefix"));  // tool declarations pinned by default
   EXPECT_EQ(j.at("window"), 256);                    // header kv_window
-  auto w = RunSplit(Fixture("tiny", "model.cact") + " --ref --tools " + tools + " --query x --sink 3 --window 9 --json");
+  auto w = RunSplit(Fixture("tiny", "model.cact") + " --ref --tools " + tools +
+                    " --query x --sink 3 --window 9 --json");
   ASSERT_EQ(w.exit_code, 0) << w.err;
   EXPECT_EQ(nlohmann::json::parse(w.out).at("sink"), 3);
   EXPECT_EQ(nlohmann::json::parse(w.out).at("window"), 9);
@@ -221,9 +225,11 @@ TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
 
 TEST(RunCli, ValidateReportsAndExits) {
   const std::string model = Fixture("odd", "model.cact");
-  auto ok = RunSplit(model + " --validate --path ref --tokens " + Join(Tokens("odd", "s0")) + " -n 8");
+  auto ok =
+      RunSplit(model + " --validate --path ref --tokens " + Join(Tokens("odd", "s0")) + " -n 8");
   EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
-  for (const char* key : {"layer  0 hidden rel-L2", "logits rel-L2", "top-1 agreement", "KL divergence", "PASS"})
+  for (const char* key :
+       {"layer  0 hidden rel-L2", "logits rel-L2", "top-1 agreement", "KL divergence", "PASS"})
     EXPECT_NE(ok.out.find(key), std::string::npos) << key << " in " << ok.out;
   auto j = RunSplit(model + " --validate --ref --tokens 2,5,9 -n 3 --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
@@ -237,7 +243,8 @@ TEST(RunCli, ValidateReportsAndExits) {
 }
 
 TEST(RunCli, ProbeHeads) {
-  auto r = RunSplit(Fixture("odd", "model.cact") + " --ref --tokens " + Join(Tokens("odd", "s2")) + " --probes --json");
+  auto r = RunSplit(Fixture("odd", "model.cact") + " --ref --tokens " + Join(Tokens("odd", "s2")) +
+                    " --probes --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto p = nlohmann::json::parse(r.out).at("probes");
   const auto emb = p.at("retrieval").get<std::vector<double>>();
@@ -260,7 +267,9 @@ TEST(RunCli, BadInputExitsTwoWithOneClearLine) {
   std::string too_long = "2";
   for (int i = 0; i < 256; ++i) too_long += ",7";  // max_seq_len is 256 in both fixtures
 
-  struct Case { std::string args, needle; };
+  struct Case {
+    std::string args, needle;
+  };
   const std::vector<Case> cases = {
       {model + " --tokens 2,512", "not a valid id"},
       {model + " --tokens 2,-1", "not a valid id"},

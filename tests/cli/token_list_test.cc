@@ -33,7 +33,8 @@ TEST(TokenList, AcceptsTheUnionOfBothToolsSyntax) {
 TEST(TokenList, NamesTheBadItemAndItsPosition) {
   EXPECT_EQ(Error("2,abc"), "--tokens: item 2 'abc' is not an integer token id");
   EXPECT_EQ(Error("2,17,-1"), "--tokens: item 3 '-1' is not a valid id (ids are 0..2^31-1)");
-  EXPECT_EQ(Error("2147483648"), "--tokens: item 1 '2147483648' is not a valid id (ids are 0..2^31-1)");
+  EXPECT_EQ(Error("2147483648"),
+            "--tokens: item 1 '2147483648' is not a valid id (ids are 0..2^31-1)");
   EXPECT_EQ(Error("1.5"), "--tokens: item 1 '1.5' is not an integer token id");
   EXPECT_EQ(Error("2 3"), "--tokens: item 1 '2 3' is not an integer token id");
   EXPECT_EQ(Error(""), "--tokens: no token ids");

@@ -41,7 +41,8 @@ TEST(ChatTemplate, MatchesOfficialRendering) {
        "What is the weather in Paris?", std::nullopt},
       // Pretty-printed input, keys out of alphabetical order, unicode, escapes, numbers.
       {"[\n  {\"zeta\": 1, \"alpha\": [1.5, -2e-05, 10000000000000000.0, true, null],\n"
-       "   \"name\": \"r\\u00e9server_h\\u00f4tel\", \"desc\": \"line\\nbreak \\\"q\\\" \\\\ \\u0001 \xE6\x97\xA5\"}\n]",
+       "   \"name\": \"r\\u00e9server_h\\u00f4tel\", \"desc\": \"line\\nbreak \\\"q\\\" \\\\ "
+       "\\u0001 \xE6\x97\xA5\"}\n]",
        "  R\xC3\xA9serve une chambre \xC3\xA0 Lyon  ", std::string("  You are a tool caller.\n")},
       {"[]", "hello", std::string(" \n\t ")},  // blank system: no system turn
       {R"([{"name":"f","parameters":{}}])", "<tool_call> inside the query", std::string("sys")},
@@ -52,8 +53,8 @@ TEST(ChatTemplate, MatchesOfficialRendering) {
     WriteText(dir / "query.txt", c.query);
     if (c.system) WriteText(dir / "system.txt", *c.system);
     CommandResult r = cact::testing::Run(
-        Python() + " " + CACT_SOURCE_DIR + "/tests/engine/chat_oracle.py " + Needle2TokenizerPath() +
-        " " + (dir / "tools.json") + " " + (dir / "query.txt") + " " +
+        Python() + " " + CACT_SOURCE_DIR + "/tests/engine/chat_oracle.py " +
+        Needle2TokenizerPath() + " " + (dir / "tools.json") + " " + (dir / "query.txt") + " " +
         (c.system ? dir / "system.txt" : std::string("-")) + " " + (dir / "out.json"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream f(dir / "out.json");

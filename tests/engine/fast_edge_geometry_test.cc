@@ -2,11 +2,11 @@
 // reliability area's MicroContents): wide mHC (9, 17 lanes), long heads (1024), d_model 3
 // and 1 (Hadamard n below the SIMD width), odd CQ groups (8, 1024: dense fallback), one
 // lane, 64 heads of 2. Called directly (cact-run runs them too; it only refuses KV caches
-// over 1 GiB, engine/fast_path_limits.h): it must run, stay finite, and follow the reference (random
-// micro weights: a loose 3 % logits bound, this test is about memory safety and wiring;
-// run it under tests/sanitize.sh for ASan). Measured: 0.3-0.9 % for every case except
-// d_model 3 (4.6 %: every RMS norm is over 3 values, which amplifies the rounding; plain
-// int8 gives 3.0 % there, so it is not the two-level path) and d_model 1 (exact).
+// over 1 GiB, engine/fast_path_limits.h): it must run, stay finite, and follow the reference
+// (random micro weights: a loose 3 % logits bound, this test is about memory safety and wiring; run
+// it under tests/sanitize.sh for ASan). Measured: 0.3-0.9 % for every case except d_model 3 (4.6 %:
+// every RMS norm is over 3 values, which amplifies the rounding; plain int8 gives 3.0 % there, so
+// it is not the two-level path) and d_model 1 (exact).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -34,9 +34,15 @@ TEST(FastEdgeGeometry, RunsAndFollowsTheReference) {
       {"head_dim 1024", [](Geometry* g, reliability::MicroOptions*) { g->head_dim = 1024; }},
       {"group 1024", [](Geometry*, reliability::MicroOptions* o) { o->groups = {1024}; }},
       {"group 8", [](Geometry*, reliability::MicroOptions* o) { o->groups = {8}; }},
-      {"64 heads of 2", [](Geometry* g, reliability::MicroOptions*) { g->head_dim = 2; g->num_heads = 64; }},
-      {"d_model 3", [](Geometry* g, reliability::MicroOptions*) { reliability::ShrinkDModel(g, 3, 4); }},
-      {"d_model 1", [](Geometry* g, reliability::MicroOptions*) { reliability::ShrinkDModel(g, 1, 1); }},
+      {"64 heads of 2",
+       [](Geometry* g, reliability::MicroOptions*) {
+         g->head_dim = 2;
+         g->num_heads = 64;
+       }},
+      {"d_model 3",
+       [](Geometry* g, reliability::MicroOptions*) { reliability::ShrinkDModel(g, 3, 4); }},
+      {"d_model 1",
+       [](Geometry* g, reliability::MicroOptions*) { reliability::ShrinkDModel(g, 1, 1); }},
   };
   for (const Edge& e : cases) {
     SCOPED_TRACE(e.name);

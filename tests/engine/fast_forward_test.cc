@@ -42,7 +42,10 @@ double Top1Agreement(const std::vector<float>& a, const std::vector<float>& b, s
 
 // Fraction of positions whose top-1 differs only where the reference's top two logits are
 // within `margin` (a near tie the int8 path may legitimately flip).
-struct Top1Stats { double agree; size_t disagree_clear; };
+struct Top1Stats {
+  double agree;
+  size_t disagree_clear;
+};
 Top1Stats Top1(const std::vector<float>& fast, const std::vector<float>& ref, size_t V,
                double margin) {
   size_t T = ref.size() / V, same = 0, clear = 0;
@@ -50,7 +53,10 @@ Top1Stats Top1(const std::vector<float>& fast, const std::vector<float>& ref, si
     const float* r = &ref[t * V];
     const float* f = &fast[t * V];
     size_t ir = std::max_element(r, r + V) - r, jf = std::max_element(f, f + V) - f;
-    if (ir == jf) { ++same; continue; }
+    if (ir == jf) {
+      ++same;
+      continue;
+    }
     if (r[ir] - r[jf] > margin) ++clear;
   }
   return {double(same) / double(T), clear};
@@ -74,8 +80,8 @@ TEST(FastForward, MatchesReferenceOnFixtureSequences) {
       std::vector<float> lr = FeedAll(*ref, tokens), lf = FeedAll(*fast, tokens);
       const double rel = RelL2(lf, lr);
       const double top1 = Top1Agreement(lf, lr, model.vocab());
-      std::printf("  %s %s (%zu tokens): logits rel-L2 %.4f%%, top-1 agreement %.1f%%\n",
-                  k.c_str(), seq, tokens.size(), 100 * rel, 100 * top1);
+      std::printf("  %s %s (%zu tokens): logits rel-L2 %.4f%%, top-1 agreement %.1f%%\n", k.c_str(),
+                  seq, tokens.size(), 100 * rel, 100 * top1);
       EXPECT_LE(rel, 0.005) << k << " " << seq;
       EXPECT_GE(top1, 0.99 - 1.0 / tokens.size()) << k << " " << seq;
       // And against the official decode directly.
@@ -94,9 +100,11 @@ TEST(FastForward, MatchesReferenceWithWindowAndSinkOnFixture) {
       opt.attn = {w, p};
       auto fast = MakeFastForward(model, opt);
       std::vector<float> lf = FeedAll(*fast, tokens);
-      NpyArray want = LoadNpy(Fixture(k, "logits_s2_w" + std::to_string(w) + "p" + std::to_string(p) + ".npy"));
+      NpyArray want =
+          LoadNpy(Fixture(k, "logits_s2_w" + std::to_string(w) + "p" + std::to_string(p) + ".npy"));
       const double rel = RelL2(lf, want.data);
-      std::printf("  %s s2 window %u sink %u: rel-L2 vs official %.4f%%\n", k.c_str(), w, p, 100 * rel);
+      std::printf("  %s s2 window %u sink %u: rel-L2 vs official %.4f%%\n", k.c_str(), w, p,
+                  100 * rel);
       EXPECT_LE(rel, 0.005) << k << " w" << w << " p" << p;
     }
   }
@@ -147,9 +155,10 @@ TEST(FastForward, LongGreedyDecodeWithSmallWindowAgreesWithReference) {
     const double rel = RelL2(all_fast, all_ref);
     // Near ties (top two reference logits within 1 % of the logits' std) may flip.
     Top1Stats t1 = Top1(all_fast, all_ref, V, 0.01 * StdDev(all_ref));
-    std::printf("  %s: %zu decode steps (window 16, sink 4): rel-L2 %.4f%%, top-1 %.2f%%, "
-                "clear disagreements %zu\n", k.c_str(), total_steps, 100 * rel, 100 * t1.agree,
-                t1.disagree_clear);
+    std::printf(
+        "  %s: %zu decode steps (window 16, sink 4): rel-L2 %.4f%%, top-1 %.2f%%, "
+        "clear disagreements %zu\n",
+        k.c_str(), total_steps, 100 * rel, 100 * t1.agree, t1.disagree_clear);
     EXPECT_LE(rel, 0.005);
     EXPECT_GE(t1.agree, 0.99);
     EXPECT_EQ(t1.disagree_clear, 0u);
@@ -173,8 +182,8 @@ TEST(FastForward, PrefillEqualsTokenByTokenBitForBit) {
       lb.insert(lb.end(), step.begin(), step.end());
     }
     ASSERT_EQ(la.size(), lb.size());
-    EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4)) << k << ": max diff "
-                                                                    << MaxAbsDiff(la, lb);
+    EXPECT_EQ(0, std::memcmp(la.data(), lb.data(), la.size() * 4))
+        << k << ": max diff " << MaxAbsDiff(la, lb);
     // Uneven splits: 1 + 70 + 79.
     auto c = MakeFastForward(model, opt);
     std::vector<float> lc, part;
@@ -224,7 +233,9 @@ struct LagModels {
   std::vector<std::pair<std::string, const Model*>> all;
 };
 void OpenLagModels(LagModels* m) {
-  ASSERT_TRUE(WriteCact(m->dir / "micro.cact", reliability::MicroContents(reliability::MicroGeometry()), 0).ok());
+  ASSERT_TRUE(
+      WriteCact(m->dir / "micro.cact", reliability::MicroContents(reliability::MicroGeometry()), 0)
+          .ok());
   auto micro = Model::Open(m->dir / "micro.cact");
   ASSERT_TRUE(micro.ok()) << micro.status();
   m->micro = std::move(micro).value();

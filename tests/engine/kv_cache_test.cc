@@ -32,8 +32,10 @@ TEST(KvCache, QuantizesEachVectorToInt8WithAbsmaxScale) {
       float s;
       for (int which = 0; which < 2; ++which) {
         const std::vector<float>& x = which ? v : k;
-        if (which) kv.ValueRow(l, h, 0, q, &s);
-        else kv.KeyRow(l, h, 0, q, &s);
+        if (which)
+          kv.ValueRow(l, h, 0, q, &s);
+        else
+          kv.KeyRow(l, h, 0, q, &s);
         float amax = 0;
         for (float e : x) amax = std::max(amax, std::fabs(e));
         EXPECT_FLOAT_EQ(s, amax / 127.f);
@@ -54,16 +56,16 @@ TEST(KvCache, MemoryIsBoundedByWindowPlusSink) {
   EXPECT_EQ(b.rows(), 40u + 256u + 64u);
   KvCache c(27, 4, 64, {256, 40}, 200, 64);  // never more than the sequence can hold
   EXPECT_EQ(c.rows(), 200u);
-  KvCache full(2, 1, 8, {0, 0}, 300, 64);    // window 0: plain causal, whole sequence
+  KvCache full(2, 1, 8, {0, 0}, 300, 64);  // window 0: plain causal, whole sequence
   EXPECT_EQ(full.rows(), 300u);
   // needle2 geometry, window 256: 27 layers x 4 heads x 320 rows x (64 + 64 + 8) bytes.
   EXPECT_EQ(a.bytes(), size_t(27) * 4 * 320 * (64 * 2 + 8));
 }
 
 // Double-precision attention over the dequantized rows recorded at Store time.
-void OracleAttend(const std::map<uint32_t, std::pair<std::vector<double>, std::vector<double>>>& rows,
-                  const AttentionWindow& w, uint32_t pos, const float* q, uint32_t hd,
-                  std::vector<double>* out) {
+void OracleAttend(
+    const std::map<uint32_t, std::pair<std::vector<double>, std::vector<double>>>& rows,
+    const AttentionWindow& w, uint32_t pos, const float* q, uint32_t hd, std::vector<double>* out) {
   std::vector<double> s;
   std::vector<const std::vector<double>*> vals;
   for (const auto& [k, kv] : rows) {
@@ -81,7 +83,8 @@ void OracleAttend(const std::map<uint32_t, std::pair<std::vector<double>, std::v
 }
 
 TEST(KvCache, RingAndSinkFollowTheVisibilityRuleAcrossManyWraps) {
-  for (auto [window, sink, slack] : {std::tuple{8u, 3u, 4u}, {8u, 0u, 0u}, {5u, 7u, 2u}, {0u, 0u, 0u}}) {
+  for (auto [window, sink, slack] :
+       {std::tuple{8u, 3u, 4u}, {8u, 0u, 0u}, {5u, 7u, 2u}, {0u, 0u, 0u}}) {
     const uint32_t hd = 24, n_q = 2, max_seq = 120;
     const AttentionWindow w{window, sink};
     KvCache kv(1, 1, hd, w, max_seq, slack);
@@ -127,8 +130,10 @@ TEST(KvCache, PinnedRowsStayVisible) {
   val1[5] = 7.f;
   for (uint32_t pos = 0; pos < 110; ++pos) {
     std::vector<float> k = Randn(hd, rng, 0.05), v = Randn(hd, rng, 0.05);
-    if (pos == 1) kv.Store(0, 0, pos, key1.data(), val1.data());
-    else kv.Store(0, 0, pos, k.data(), v.data());
+    if (pos == 1)
+      kv.Store(0, 0, pos, key1.data(), val1.data());
+    else
+      kv.Store(0, 0, pos, k.data(), v.data());
   }
   std::vector<float> q(hd, 0.f), out(hd), scratch(kv.rows() + 16);
   q[3] = 60.f;
@@ -155,7 +160,8 @@ TEST(KvCache, AttentionIsBitIdenticalOnEveryIsa) {
   std::vector<float> q = Randn(n_q * hd, rng), scratch(n_q * (kv.rows() + 16));
   const kernels::Isa before = kernels::ActiveIsa();
   std::vector<float> base;
-  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi}) {
+  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512,
+                           kernels::Isa::kAvx512Vbmi}) {
     if (!kernels::SetActiveIsa(isa)) continue;
     std::vector<float> out(n_q * hd);
     kv.Attend(0, 0, 149, q.data(), n_q, out.data(), scratch.data());

@@ -25,7 +25,8 @@ TEST(Ops, FwhtMatchesDenseHadamard) {
     for (float& v : x) v = nd(rng);
     std::vector<double> want(n, 0.0);
     for (uint32_t i = 0; i < n; ++i)
-      for (uint32_t j = 0; j < n; ++j) want[i] += HadamardEntry(i, j) * double(x[j]) / std::sqrt(double(n));
+      for (uint32_t j = 0; j < n; ++j)
+        want[i] += HadamardEntry(i, j) * double(x[j]) / std::sqrt(double(n));
     std::vector<float> got = x;
     FwhtOrthonormal(got.data(), n);
     for (uint32_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << "n=" << n << " i=" << i;
@@ -70,9 +71,15 @@ TEST(Ops, SinkhornIsExactlyTwentyRowThenColumnPasses) {
   auto lse = [](double x, double y) { return std::log(std::exp(x) + std::exp(y)); };
   for (int it = 0; it < 1; ++it) {
     double r0 = lse(b[0], b[1]), r1 = lse(b[2], b[3]);
-    b[0] -= r0; b[1] -= r0; b[2] -= r1; b[3] -= r1;
+    b[0] -= r0;
+    b[1] -= r0;
+    b[2] -= r1;
+    b[3] -= r1;
     double c0 = lse(b[0], b[2]), c1 = lse(b[1], b[3]);
-    b[0] -= c0; b[2] -= c0; b[1] -= c1; b[3] -= c1;
+    b[0] -= c0;
+    b[2] -= c0;
+    b[1] -= c1;
+    b[3] -= c1;
   }
   ops::SinkhornLog(a.data(), 2, 1);
   for (int i = 0; i < 4; ++i) EXPECT_NEAR(a[i], std::exp(b[i]), 1e-6);
@@ -82,7 +89,11 @@ TEST(Ops, EngramSlotMatchesHandComputedUint32) {
   // Expected values from Python: acc = (0x9E3779B9*(t+1)) & M; acc = ((acc ^ tok) *
   // 0x01000193) & M per token; acc ^= acc >> 15; slot = acc % slots.
   const std::vector<int32_t> h = {2, 306, 4, 319, 8191, 65535};
-  struct C { uint32_t table, order; size_t t; uint32_t slots, slot; };
+  struct C {
+    uint32_t table, order;
+    size_t t;
+    uint32_t slots, slot;
+  };
   const C cases[] = {
       {0, 2, 1, 8192, 184},   // acc 3913900216
       {1, 2, 1, 8192, 385},   // acc 259244417
@@ -167,10 +178,10 @@ TEST(AttentionWindow, VisibilityRule) {
   EXPECT_TRUE(w4.Visible(10, 7));      // q - k = 3 < 4
   EXPECT_FALSE(w4.Visible(10, 6));     // q - k = 4
   EXPECT_FALSE(w4.Visible(10, 0));
-  EXPECT_TRUE(w4s2.Visible(10, 0));    // pinned
+  EXPECT_TRUE(w4s2.Visible(10, 0));  // pinned
   EXPECT_TRUE(w4s2.Visible(10, 1));
   EXPECT_FALSE(w4s2.Visible(10, 2));
-  EXPECT_FALSE(w4s2.Visible(1, 2));    // pinned keys are still causal
+  EXPECT_FALSE(w4s2.Visible(1, 2));  // pinned keys are still causal
 }
 
 }  // namespace

@@ -18,8 +18,9 @@ TEST(ProbeHeads, MatchNumpyOracleOnOddFixture) {
   ASSERT_EQ(model.probe_heads().size(), 2u);
   for (const std::string seq : {"s1", "s2"}) {
     TempDir dir;
-    CommandResult r = cact::testing::Run(Python() + " " + CACT_SOURCE_DIR + "/tests/engine/probe_oracle.py " +
-                          Fixture("odd", "") + " " + seq + " " + (dir / "out.json"));
+    CommandResult r =
+        cact::testing::Run(Python() + " " + CACT_SOURCE_DIR + "/tests/engine/probe_oracle.py " +
+                           Fixture("odd", "") + " " + seq + " " + (dir / "out.json"));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream f(dir / "out.json");
     const nlohmann::json want = nlohmann::json::parse(f);

@@ -86,7 +86,8 @@ std::vector<Case> StepCases() {
     if (c.seq == "s2") cases.push_back(c);
   return cases;
 }
-INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceVsStepsFile, ::testing::ValuesIn(StepCases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceVsStepsFile, ::testing::ValuesIn(StepCases()),
+                         CaseName);
 
 // Prefill == token-by-token == uneven chunks (spec contract: <= 1e-5 relative; the
 // reference processes tokens one at a time internally, so they are in fact identical).
@@ -111,7 +112,8 @@ TEST(ReferenceForward, PrefillEqualsChunksEqualsSteps) {
     chunked.insert(chunked.end(), part.begin(), part.end());
     EXPECT_EQ(fwd->position(), tokens.size());
     EXPECT_LE(RelL2(chunked, prefill), 1e-5) << k;
-    RecordProperty("prefill_vs_chunks_rel_l2_" + k, absl::StrFormat("%.3g", RelL2(chunked, prefill)));
+    RecordProperty("prefill_vs_chunks_rel_l2_" + k,
+                   absl::StrFormat("%.3g", RelL2(chunked, prefill)));
   }
 }
 

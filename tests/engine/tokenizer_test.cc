@@ -40,9 +40,11 @@ TEST(Tokenizer, FixtureCasesMatchSentencePiece) {
       const auto want = c.at("sentencepiece").get<std::vector<int32_t>>();
       const std::vector<int32_t> got = tok.Encode(text);
       EXPECT_EQ(got, want) << kase << " text=[" << text << "] got " << Show(got);
-      EXPECT_EQ(tok.EncodeAsPieces(text), c.at("pieces_sentencepiece").get<std::vector<std::string>>())
+      EXPECT_EQ(tok.EncodeAsPieces(text),
+                c.at("pieces_sentencepiece").get<std::vector<std::string>>())
           << kase << " " << text;
-      EXPECT_EQ(tok.Decode(want), c.at("decode_sentencepiece").get<std::string>()) << kase << " " << text;
+      EXPECT_EQ(tok.Decode(want), c.at("decode_sentencepiece").get<std::string>())
+          << kase << " " << text;
     }
     const auto& ids = j.at("special_ids");
     EXPECT_EQ(tok.pad_id(), ids.at("pad").get<int>());
@@ -59,7 +61,8 @@ std::vector<std::string> StressStrings() {
       " ",
       "\n\n\t  \r\n",
       "a  b   c    d",
-      "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\n<tools>[{\"name\":\"f\"}]</tools>\nq<|im_end|>\n",
+      "<|im_start|>system\nYou are "
+      "helpful.<|im_end|>\n<|im_start|>user\n<tools>[{\"name\":\"f\"}]</tools>\nq<|im_end|>\n",
       "<|im_start|><|im_start|>x<|im_end|><think></think>",
       "<|im_start<|im_end|>>",
       "<tools> <tools>  </tools>",
@@ -67,7 +70,8 @@ std::vector<std::string> StressStrings() {
       "\xEF\xBF\xBD replacement char and invalid \xFF\xFE bytes \xC3( \xE2\x82 \xF0\x9F\x98",
       "overlong \xC0\xAF surrogate \xED\xA0\x80 beyond \xF4\x90\x80\x80 end",
       std::string("nul \0 inside", 12),
-      "Z\xCC\x8A combining, \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 ZWJ, \xD8\xA7\xD9\x84\xD8\xB9\xD8\xB1\xD8\xA8\xD9\x8A\xD8\xA9",
+      "Z\xCC\x8A combining, \xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9 ZWJ, "
+      "\xD8\xA7\xD9\x84\xD8\xB9\xD8\xB1\xD8\xA8\xD9\x8A\xD8\xA9",
       "The quick brown fox jumps over the lazy dog. THE QUICK BROWN FOX! 0123456789",
       "x",
   };
@@ -156,8 +160,8 @@ TEST(Tokenizer, DebianTextMatchesSentencePieceWithFixtureModels) {
 
 TEST(Tokenizer, RoundTripsValidText) {
   Tokenizer tok = FixtureTokenizer("tiny");
-  for (const std::string s : {"Hello, world", "  two", "tab\there\n", "caf\xC3\xA9 \xF0\x9F\x98\x80",
-                              "<|im_start|>user\nx<|im_end|>"})
+  for (const std::string s : {"Hello, world", "  two", "tab\there\n",
+                              "caf\xC3\xA9 \xF0\x9F\x98\x80", "<|im_start|>user\nx<|im_end|>"})
     EXPECT_EQ(tok.Decode(tok.Encode(s)), s);
   // Control ids vanish; the dummy-prefix space is stripped only at the start.
   std::vector<int32_t> ids = {tok.bos_id()};

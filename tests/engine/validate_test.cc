@@ -37,7 +37,8 @@ TEST(Validate, HandValues) {
   // p = softmax(0, 0) = (.5, .5), q = softmax(0, log 3) = (.25, .75):
   // KL = .5 log(.5/.25) + .5 log(.5/.75).
   const double want = 0.5 * std::log(2.0) + 0.5 * std::log(2.0 / 3.0);
-  EXPECT_NEAR(KlDivergence(std::vector<float>{0, 0}, std::vector<float>{0, float(std::log(3.0))}), want, 1e-7);
+  EXPECT_NEAR(KlDivergence(std::vector<float>{0, 0}, std::vector<float>{0, float(std::log(3.0))}),
+              want, 1e-7);
 }
 
 TEST(Validate, SamePathAgreesExactly) {

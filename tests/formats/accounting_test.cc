@@ -58,7 +58,9 @@ TEST(Accounting, ReleasedNeedle2Table) {
   EXPECT_EQ(a[WidthClass::kRAW].tensors, 1u);
   EXPECT_EQ(a[WidthClass::kRAW].params, 0u);
   EXPECT_EQ(a[WidthClass::kRAW].bytes, 115215u);
-  EXPECT_EQ(a[WidthClass::kCQ3].tensors + a[WidthClass::kCQ158].tensors + a[WidthClass::kFP32].tensors, 0u);
+  EXPECT_EQ(
+      a[WidthClass::kCQ3].tensors + a[WidthClass::kCQ158].tensors + a[WidthClass::kFP32].tensors,
+      0u);
   EXPECT_EQ(a.params, 43634423u);
   EXPECT_EQ(a.norm_bytes, 676096u);
   // The spec prints six decimals: compare at that precision.

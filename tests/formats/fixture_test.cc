@@ -156,7 +156,8 @@ std::vector<uint32_t> OfficialCodebook(const std::string& kase, uint32_t bits, u
   const nlohmann::json cb = nlohmann::json::parse(in)["codebooks"];
   const std::string key = "bits" + WidthName(bits) + "_group" + std::to_string(group);
   std::vector<uint32_t> out;
-  for (const auto& h : cb.at(key)["hex"]) out.push_back(uint32_t(std::stoul(h.get<std::string>(), nullptr, 16)));
+  for (const auto& h : cb.at(key)["hex"])
+    out.push_back(uint32_t(std::stoul(h.get<std::string>(), nullptr, 16)));
   return out;
 }
 
@@ -167,7 +168,8 @@ TEST_P(FixtureTest, CodebookEqualsOfficialGroup128) {
     const std::vector<uint32_t> want = OfficialCodebook(GetParam(), bits, 128);
     const std::vector<float> got = f->CodebookFor(bits, 128);
     ASSERT_EQ(got.size(), want.size()) << bits;
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(FloatBits(got[i]), want[i]) << bits << "[" << i << "]";
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(FloatBits(got[i]), want[i]) << bits << "[" << i << "]";
   }
 }
 
@@ -184,8 +186,10 @@ TEST_P(FixtureTest, CodebookForOtherGroups) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) {
         const int64_t diff = int64_t(FloatBits(got[i])) - int64_t(want[i]);
-        if (bits == kTernaryBits) EXPECT_EQ(diff, 0) << "g" << group << " [" << i << "]";
-        else EXPECT_LE(std::abs(diff), 1) << "CQ" << bits << " g" << group << " [" << i << "]";
+        if (bits == kTernaryBits)
+          EXPECT_EQ(diff, 0) << "g" << group << " [" << i << "]";
+        else
+          EXPECT_LE(std::abs(diff), 1) << "CQ" << bits << " g" << group << " [" << i << "]";
       }
     }
   }
@@ -214,7 +218,10 @@ TEST_P(FixtureTest, WriterReserializesByteIdentical) {
                          original.end()));
   // No temporary files are left behind.
   size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(dir.path())) { (void)e; ++files; }
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+    (void)e;
+    ++files;
+  }
   EXPECT_EQ(files, 2u);
 }
 

@@ -23,7 +23,8 @@ TEST(Layout, Needle2Counts) {
 
 TEST(Layout, Needle2NamesAndShapes) {
   const Geometry g = Geometry::Needle2();
-  const auto layout = CanonicalLayout(g, {{ProbeHead::kContrastive, 4, 128}, {ProbeHead::kConfidence, 8, 1}});
+  const auto layout =
+      CanonicalLayout(g, {{ProbeHead::kContrastive, 4, 128}, {ProbeHead::kConfidence, 8, 1}});
   ASSERT_EQ(layout.size(), 405u);
   std::set<std::string> names;
   for (const auto& t : layout) EXPECT_TRUE(names.insert(t.name).second) << "duplicate " << t.name;

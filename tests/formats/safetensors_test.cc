@@ -71,7 +71,7 @@ TEST_P(SafetensorsFixtureTest, WriteReadRoundTrip) {
       ASSERT_EQ(a.data.size(), b.data.size());
       for (size_t k = 0; k < a.data.size(); ++k) {
         // F32 is exact; F16/BF16 must equal the round-to-nearest-even conversion.
-        const float want = dtype == "F32" ? a.data[k]
+        const float want = dtype == "F32"   ? a.data[k]
                            : dtype == "F16" ? HalfBitsToFloat(FloatToHalfBits(a.data[k]))
                                             : Bf16BitsToFloat(FloatToBf16Bits(a.data[k]));
         ASSERT_EQ(std::memcmp(&want, &b.data[k], 4), 0) << a.name << "[" << k << "] " << dtype;
@@ -107,7 +107,8 @@ TEST(SafetensorsErrors, HeaderLengthPastEnd) {
   auto st = ParseSafetensors(b, "w.safetensors");
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().message().find("header length at offset 0: 50 bytes but only 2 follow"),
-            std::string::npos) << st.status();
+            std::string::npos)
+      << st.status();
 }
 
 TEST(SafetensorsErrors, OverlappingData) {
@@ -116,33 +117,40 @@ TEST(SafetensorsErrors, OverlappingData) {
   auto st = ParseSafetensors(WithHeader(json, 12), "w.safetensors");
   ASSERT_FALSE(st.ok());
   const uint64_t data_start = 8 + json.size();
-  EXPECT_EQ(st.status().message(),
-            "w.safetensors: tensor 'b' data_offsets at offset " + std::to_string(data_start + 4) +
-                ": [4, 12) overlaps 'a' [0, 8)");
+  EXPECT_EQ(st.status().message(), "w.safetensors: tensor 'b' data_offsets at offset " +
+                                       std::to_string(data_start + 4) +
+                                       ": [4, 12) overlaps 'a' [0, 8)");
 }
 
 TEST(SafetensorsErrors, SizeMismatchOutOfBoundsAndBadDtype) {
   auto mismatch = ParseSafetensors(
       WithHeader(R"({"a":{"dtype":"F16","shape":[3],"data_offsets":[0,8]}})", 8), "w");
   ASSERT_FALSE(mismatch.ok());
-  EXPECT_NE(mismatch.status().message().find("8 bytes but F16 x 3 elements needs 6"), std::string::npos)
+  EXPECT_NE(mismatch.status().message().find("8 bytes but F16 x 3 elements needs 6"),
+            std::string::npos)
       << mismatch.status();
   auto past = ParseSafetensors(
       WithHeader(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 8), "w");
   ASSERT_FALSE(past.ok());
-  EXPECT_NE(past.status().message().find("[0, 16) is not inside the 8 data bytes"), std::string::npos)
+  EXPECT_NE(past.status().message().find("[0, 16) is not inside the 8 data bytes"),
+            std::string::npos)
       << past.status();
   auto dtype = ParseSafetensors(
       WithHeader(R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8), "w");
   ASSERT_FALSE(dtype.ok());
-  EXPECT_NE(dtype.status().message().find("'I64' is not supported"), std::string::npos) << dtype.status();
+  EXPECT_NE(dtype.status().message().find("'I64' is not supported"), std::string::npos)
+      << dtype.status();
   auto overflow = ParseSafetensors(
-      WithHeader(R"({"a":{"dtype":"F32","shape":[4294967295,4294967295,4294967295],"data_offsets":[0,8]}})", 8), "w");
+      WithHeader(
+          R"({"a":{"dtype":"F32","shape":[4294967295,4294967295,4294967295],"data_offsets":[0,8]}})",
+          8),
+      "w");
   ASSERT_FALSE(overflow.ok());
   EXPECT_NE(overflow.status().message().find("overflows"), std::string::npos) << overflow.status();
   auto json = ParseSafetensors(WithHeader("{not json", 0), "w");
   ASSERT_FALSE(json.ok());
-  EXPECT_NE(json.status().message().find("header JSON at offset 8"), std::string::npos) << json.status();
+  EXPECT_NE(json.status().message().find("header JSON at offset 8"), std::string::npos)
+      << json.status();
 }
 
 TEST(Float16, KnownConversions) {
@@ -150,12 +158,12 @@ TEST(Float16, KnownConversions) {
   EXPECT_EQ(FloatToHalfBits(1.0f), 0x3C00);
   EXPECT_EQ(FloatToHalfBits(-2.0f), 0xC000);
   EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7C00);        // halfway to 65536 rounds to even: inf
+  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7C00);  // halfway to 65536 rounds to even: inf
   EXPECT_EQ(FloatToHalfBits(65519.99f), 0x7BFF);
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -25)), 0x0000);  // tie to even: zero
   EXPECT_EQ(FloatToHalfBits(std::ldexp(1.5f, -25)), 0x0001);
-  EXPECT_EQ(FloatToHalfBits(std::ldexp(3.0f, -25)), 0x0002);  // 1.5 units -> 2 (even)
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(3.0f, -25)), 0x0002);         // 1.5 units -> 2 (even)
   EXPECT_EQ(FloatToHalfBits(1.0f + std::ldexp(1.0f, -11)), 0x3C00);  // tie -> even
   EXPECT_EQ(FloatToHalfBits(1.0f + std::ldexp(3.0f, -11)), 0x3C02);
   EXPECT_EQ(FloatToHalfBits(INFINITY), 0x7C00);
@@ -184,17 +192,20 @@ TEST(Float16, MatchesNumpyOnRandomFloats) {
     u = (u & 0x807FFFFF) | (uint32_t(100 + (s >> 20) % 51) << 23);
     bits.push_back(u);
   }
-  testing::WriteAll(dir / "in.bin", std::vector<uint8_t>(reinterpret_cast<uint8_t*>(bits.data()),
-                                                          reinterpret_cast<uint8_t*>(bits.data()) + 4 * bits.size()));
-  auto r = testing::Run(testing::Python() + " -c \"import numpy as np; a=np.fromfile('" + dir / "in.bin" +
-                        "', dtype='<f4'); a.astype(np.float16).tofile('" + dir / "out.bin" + "')\"");
+  testing::WriteAll(dir / "in.bin", std::vector<uint8_t>(
+                                        reinterpret_cast<uint8_t*>(bits.data()),
+                                        reinterpret_cast<uint8_t*>(bits.data()) + 4 * bits.size()));
+  auto r = testing::Run(testing::Python() + " -c \"import numpy as np; a=np.fromfile('" +
+                        dir / "in.bin" + "', dtype='<f4'); a.astype(np.float16).tofile('" +
+                        dir / "out.bin" + "')\"");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::vector<uint8_t> out = testing::ReadAll(dir / "out.bin");
   ASSERT_EQ(out.size(), 2 * bits.size());
   for (size_t i = 0; i < bits.size(); ++i) {
     float f;
     std::memcpy(&f, &bits[i], 4);
-    ASSERT_EQ(FloatToHalfBits(f), uint16_t(out[2 * i] | (out[2 * i + 1] << 8))) << std::hex << bits[i];
+    ASSERT_EQ(FloatToHalfBits(f), uint16_t(out[2 * i] | (out[2 * i + 1] << 8)))
+        << std::hex << bits[i];
   }
 }
 

@@ -32,7 +32,9 @@ TEST_P(SentencePieceFixtureTest, AgreesWithPythonSentencePiece) {
   testing::TempDir dir;
   const std::string script =
       "import sentencepiece as s\n"
-      "p=s.SentencePieceProcessor(model_file='" + Fixture(GetParam(), "tokenizer.model") + "')\n"
+      "p=s.SentencePieceProcessor(model_file='" +
+      Fixture(GetParam(), "tokenizer.model") +
+      "')\n"
       "print(p.get_piece_size(),p.pad_id(),p.eos_id(),p.bos_id(),p.unk_id())\n"
       "for i in range(p.get_piece_size()):\n"
       "  t=4 if p.is_byte(i) else 2 if p.is_control(i) else 1 if p.is_unknown(i) else 0\n"
@@ -72,7 +74,8 @@ TEST(SentencePieceErrors, TruncatedModelNamesTheField) {
   bytes.resize(100);
   auto tok = ParseSentencePieceModel(bytes, "tokenizer.model");
   ASSERT_FALSE(tok.ok());
-  EXPECT_NE(tok.status().message().find("tokenizer.model: protobuf"), std::string::npos) << tok.status();
+  EXPECT_NE(tok.status().message().find("tokenizer.model: protobuf"), std::string::npos)
+      << tok.status();
 }
 
 TEST(SentencePieceErrors, GarbageIsRejected) {

@@ -17,7 +17,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto f = CactFile::FromBytes(FileBytes::FromBuffer("fuzz.cact", std::vector<uint8_t>(data, data + size)));
+  auto f = CactFile::FromBytes(
+      FileBytes::FromBuffer("fuzz.cact", std::vector<uint8_t>(data, data + size)));
   if (!f.ok()) {
     const std::string msg(f.status().message());
     CACT_FUZZ_CHECK(msg.rfind("fuzz.cact: ", 0) == 0, "error names the file");
@@ -37,6 +38,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CACT_FUZZ_CHECK(again.ok(), "an accepted file re-serializes");
   CACT_FUZZ_CHECK(again->size() == size, "re-serialized size equals the input size");
   for (size_t i = 0; i < size; ++i)
-    CACT_FUZZ_CHECK((*again)[i] == data[i] || (*again)[i] == 0, "re-serialized bytes equal the input (gaps aside)");
+    CACT_FUZZ_CHECK((*again)[i] == data[i] || (*again)[i] == 0,
+                    "re-serialized bytes equal the input (gaps aside)");
   return 0;
 }

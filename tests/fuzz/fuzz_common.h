@@ -17,12 +17,12 @@
 namespace cact::fuzz {
 
 // Fails loudly (libFuzzer records the input) when a property that must hold does not.
-#define CACT_FUZZ_CHECK(cond, what)                                                   \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
+#define CACT_FUZZ_CHECK(cond, what)                                                      \
+  do {                                                                                   \
+    if (!(cond)) {                                                                       \
       std::fprintf(stderr, "property violated: %s (%s:%d)\n", what, __FILE__, __LINE__); \
-      std::abort();                                                                   \
-    }                                                                                 \
+      std::abort();                                                                      \
+    }                                                                                    \
   } while (0)
 
 inline void SingleThreaded() { omp_set_num_threads(1); }
@@ -60,8 +60,10 @@ inline double TouchCactFile(const CactFile& f, uint64_t max_values = 1u << 15) {
     for (uint32_t group : {8u, 128u}) sum = sum + f.CodebookFor(bits, group).size();
   auto tok = Tokenizer::FromBytes(f.tokenizer_blob(), f.path());
   if (tok.ok()) {
-    const std::vector<int32_t> ids = tok->Encode("fuzz <|im_start|>user\n caf\xC3\xA9 \xF0\x9F\x98\x80");
-    for (int32_t id : ids) CACT_FUZZ_CHECK(id >= 0 && id < tok->vocab_size(), "encoded id in vocab");
+    const std::vector<int32_t> ids =
+        tok->Encode("fuzz <|im_start|>user\n caf\xC3\xA9 \xF0\x9F\x98\x80");
+    for (int32_t id : ids)
+      CACT_FUZZ_CHECK(id >= 0 && id < tok->vocab_size(), "encoded id in vocab");
     sum = sum + tok->Decode(ids).size();
   }
   return sum;

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto f = CactFile::FromBytes(FileBytes::FromBuffer("fuzz.cact", std::vector<uint8_t>(data, data + size)));
+  auto f = CactFile::FromBytes(
+      FileBytes::FromBuffer("fuzz.cact", std::vector<uint8_t>(data, data + size)));
   if (!f.ok()) return 0;
   const Geometry g = f->geometry();
   auto model = Model::FromFile(std::move(*f));

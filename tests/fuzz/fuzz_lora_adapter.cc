@@ -31,7 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint8_t flags = data[0];
   const size_t config_len = std::min<size_t>(data[1] | (data[2] << 8), size - 3);
   const std::string config(reinterpret_cast<const char*>(data + 3), config_len);
-  auto st = ParseSafetensors({data + 3 + config_len, size - 3 - config_len}, "fuzz-adapter.safetensors");
+  auto st =
+      ParseSafetensors({data + 3 + config_len, size - 3 - config_len}, "fuzz-adapter.safetensors");
   if (!st.ok()) return 0;
   const std::optional<double> scale = (flags & 1) ? std::optional<double>(0.5) : std::nullopt;
   auto ad = ParseLoraAdapter(*st, "fuzz-adapter.safetensors", config, scale, g_base->geometry());

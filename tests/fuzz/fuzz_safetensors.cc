@@ -31,10 +31,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const FloatTensor* b = back->Find(a.name);
     CACT_FUZZ_CHECK(b != nullptr, "tensor name round trip");
     CACT_FUZZ_CHECK(b->shape == a.shape, "shape round trip");
-    CACT_FUZZ_CHECK(b->data.size() == a.data.size() &&
-                        (a.data.empty() ||
-                         std::memcmp(b->data.data(), a.data.data(), a.data.size() * 4) == 0),
-                    "values round trip bit-identically");
+    CACT_FUZZ_CHECK(
+        b->data.size() == a.data.size() &&
+            (a.data.empty() || std::memcmp(b->data.data(), a.data.data(), a.data.size() * 4) == 0),
+        "values round trip bit-identically");
   }
   return 0;
 }

@@ -26,7 +26,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const char* text : {"", " ", "a", "  ab  ba ", "<|im_start|>user\n<tools>x</tools>",
                            "caf\xC3\xA9 \xF0\x9F\x98\x80 \xFF\xFE", "\xE2\x96\x81\xE2\x96\x81"}) {
     const std::vector<int32_t> ids = tok->Encode(text);
-    for (int32_t id : ids) CACT_FUZZ_CHECK(id >= 0 && id < tok->vocab_size(), "encoded id in vocab");
+    for (int32_t id : ids)
+      CACT_FUZZ_CHECK(id >= 0 && id < tok->vocab_size(), "encoded id in vocab");
     tok->Decode(ids);
     tok->EncodeAsPieces(text);
   }

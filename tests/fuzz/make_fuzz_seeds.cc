@@ -14,7 +14,8 @@ namespace {
 
 // Float weights for the micro geometry, as cact-quant build expects them: canonical names,
 // [out, in], the official config JSON and a bits map in the metadata.
-cact::Safetensors MicroWeights(const std::vector<cact::ProbeHeadSpec>& heads, const std::string& bits_map) {
+cact::Safetensors MicroWeights(const std::vector<cact::ProbeHeadSpec>& heads,
+                               const std::string& bits_map) {
   using namespace cact;
   Safetensors st;
   const Geometry g = reliability::MicroGeometry();
@@ -26,9 +27,11 @@ cact::Safetensors MicroWeights(const std::vector<cact::ProbeHeadSpec>& heads, co
     t.shape = spec.shape;
     uint64_t n = 1;
     for (uint32_t d : spec.shape) n *= d;
-    for (uint64_t i = 0; i < n; ++i) t.data.push_back(float(int((i * 7919 + k) % 200) - 100) / 400.0f);
+    for (uint64_t i = 0; i < n; ++i)
+      t.data.push_back(float(int((i * 7919 + k) % 200) - 100) / 400.0f);
     if (spec.name == "heads.manifest")
-      for (size_t h = 0; h < heads.size(); ++h) t.data[h] = heads[h].kind == ProbeHead::kContrastive ? 1.0f : 2.0f;
+      for (size_t h = 0; h < heads.size(); ++h)
+        t.data[h] = heads[h].kind == ProbeHead::kContrastive ? 1.0f : 2.0f;
     st.tensors.push_back(std::move(t));
     ++k;
   }
@@ -48,7 +51,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  const std::vector<ProbeHeadSpec> both = {{ProbeHead::kContrastive, 4, 4}, {ProbeHead::kConfidence, 8, 1}};
+  const std::vector<ProbeHeadSpec> both = {{ProbeHead::kContrastive, 4, 4},
+                                           {ProbeHead::kConfidence, 8, 1}};
   const std::vector<ProbeHeadSpec> one = {{ProbeHead::kConfidence, 2, 1}};
   int failures = 0;
   for (uint32_t seed = 0; seed < 4; ++seed) {
@@ -63,8 +67,12 @@ int main(int argc, char** argv) {
       ++failures;
     }
   }
-  if (!WriteSafetensors(dir + "/micro_weights_0.safetensors", MicroWeights({}, "embedding=4,default=2")).ok() ||
-      !WriteSafetensors(dir + "/micro_weights_1.safetensors", MicroWeights(both, "embedding=3,mhc=1.58,default=2")).ok())
+  if (!WriteSafetensors(dir + "/micro_weights_0.safetensors",
+                        MicroWeights({}, "embedding=4,default=2"))
+           .ok() ||
+      !WriteSafetensors(dir + "/micro_weights_1.safetensors",
+                        MicroWeights(both, "embedding=3,mhc=1.58,default=2"))
+           .ok())
     ++failures;
   const std::vector<uint8_t> tok = SerializeTokenizerBlob(MicroTokenizer(32));
   if (!WriteFileAtomic(dir + "/micro_tokenizer.bin", tok, 0).ok()) ++failures;

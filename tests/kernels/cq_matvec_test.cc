@@ -33,7 +33,8 @@ Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt1
               bool cb_residual = false) {
   RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
   std::vector<float> cb = OfficialCodebook(bits, group);
-  Int8Codebook cb8 = MakeInt8Codebook(cb, cq.code_bits(), cb_residual && bits != kTernaryBits).value();
+  Int8Codebook cb8 =
+      MakeInt8Codebook(cb, cq.code_bits(), cb_residual && bits != kTernaryBits).value();
   auto m = CqKernelMatrix::Create(cq.blob, out, in, group, cq.code_bits(), cb8);
   EXPECT_TRUE(m.ok()) << m.status();
   return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
@@ -41,10 +42,16 @@ Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt1
 
 // Shapes with tails: rows not a multiple of 16 or 8, inputs not a multiple of the group or
 // of any SIMD chunk.
-struct Dims { uint32_t out, in; };
+struct Dims {
+  uint32_t out, in;
+};
 std::vector<Dims> DimsFor(uint32_t group) {
-  return {{1, group}, {7, group * 3 - 5}, {16, 2 * group}, {17, 4 * group + 1},
-          {33, 512 > group ? 512 : group}, {40, 5 * group / 2}};
+  return {{1, group},
+          {7, group * 3 - 5},
+          {16, 2 * group},
+          {17, 4 * group + 1},
+          {33, 512 > group ? 512 : group},
+          {40, 5 * group / 2}};
 }
 
 const uint32_t kBits[] = {2, 3, 4, 5};
@@ -52,9 +59,14 @@ const uint32_t kGroups[] = {32, 64, 128, 256, 512};
 
 // Precision modes: int8 activations or two-level (q1 + q2/128); codebook with or without
 // its residual (lo). Every kernel handles the four combinations.
-struct Mode { ActPrecision act; bool cb_residual; };
-const Mode kModes[] = {{ActPrecision::kInt8, false}, {ActPrecision::kInt8x2, false},
-                       {ActPrecision::kInt8, true}, {ActPrecision::kInt8x2, true}};
+struct Mode {
+  ActPrecision act;
+  bool cb_residual;
+};
+const Mode kModes[] = {{ActPrecision::kInt8, false},
+                       {ActPrecision::kInt8x2, false},
+                       {ActPrecision::kInt8, true},
+                       {ActPrecision::kInt8x2, true}};
 std::string ModeName(Mode m) {
   return std::string(m.act == ActPrecision::kInt8x2 ? "int8x2" : "int8") +
          (m.cb_residual ? "+cblo" : "");
@@ -97,51 +109,54 @@ TEST(CqKernels, GroupDotsMatchOracleOnEveryIsa) {
 TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
   std::mt19937 rng(2);
   for (Mode mode : kModes)
-  for (uint32_t bits : kBits)
-    for (uint32_t group : kGroups)
-      for (Dims d : DimsFor(group)) {
-        Case c = MakeCase(d.out, d.in, group, bits, rng, mode.cb_residual);
-        const uint32_t T = 5;
-        std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
-        ActivationBatch a;
-        PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a, mode.act);
-        std::vector<float> ref(size_t(T) * d.out);
-        for (uint32_t t = 0; t < T; ++t)
-          MatVecRows(Isa::kScalar, c.m, a, t, 0, d.out, ref.data() + size_t(t) * d.out);
-        for (Isa isa : SupportedIsas()) {
-          std::string what = std::string(IsaName(isa)) + " " + ModeName(mode) + " bits " + std::to_string(bits) +
-                             " group " + std::to_string(group) + " [" + std::to_string(d.out) +
-                             "," + std::to_string(d.in) + "]";
-          // MatVec over the whole range and over 16-aligned row splits.
-          for (uint32_t parts : {1u, 2u, 3u}) {
-            std::vector<float> y(size_t(T) * d.out, NAN);
-            for (uint32_t t = 0; t < T; ++t)
-              for (uint32_t p = 0; p < parts; ++p) {
-                RowRange rr = RowSplit(d.out, parts, p);
-                MatVecRows(isa, c.m, a, t, rr.begin, rr.end, y.data() + size_t(t) * d.out);
-              }
-            ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what << " parts " << parts;
-          }
-          // Unaligned row ranges (e.g. the 4 rows of one layer's mHC projection).
-          for (uint32_t cut : {1u, 3u, 5u, 13u, 21u}) {
-            if (cut >= d.out) continue;
-            std::vector<float> y(size_t(T) * d.out, NAN);
-            for (uint32_t t = 0; t < T; ++t) {
-              MatVecRows(isa, c.m, a, t, 0, cut, y.data() + size_t(t) * d.out);
-              MatVecRows(isa, c.m, a, t, cut, d.out, y.data() + size_t(t) * d.out);
+    for (uint32_t bits : kBits)
+      for (uint32_t group : kGroups)
+        for (Dims d : DimsFor(group)) {
+          Case c = MakeCase(d.out, d.in, group, bits, rng, mode.cb_residual);
+          const uint32_t T = 5;
+          std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
+          ActivationBatch a;
+          PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a, mode.act);
+          std::vector<float> ref(size_t(T) * d.out);
+          for (uint32_t t = 0; t < T; ++t)
+            MatVecRows(Isa::kScalar, c.m, a, t, 0, d.out, ref.data() + size_t(t) * d.out);
+          for (Isa isa : SupportedIsas()) {
+            std::string what = std::string(IsaName(isa)) + " " + ModeName(mode) + " bits " +
+                               std::to_string(bits) + " group " + std::to_string(group) + " [" +
+                               std::to_string(d.out) + "," + std::to_string(d.in) + "]";
+            // MatVec over the whole range and over 16-aligned row splits.
+            for (uint32_t parts : {1u, 2u, 3u}) {
+              std::vector<float> y(size_t(T) * d.out, NAN);
+              for (uint32_t t = 0; t < T; ++t)
+                for (uint32_t p = 0; p < parts; ++p) {
+                  RowRange rr = RowSplit(d.out, parts, p);
+                  MatVecRows(isa, c.m, a, t, rr.begin, rr.end, y.data() + size_t(t) * d.out);
+                }
+              ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+                  << what << " parts " << parts;
             }
-            ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what << " cut " << cut;
+            // Unaligned row ranges (e.g. the 4 rows of one layer's mHC projection).
+            for (uint32_t cut : {1u, 3u, 5u, 13u, 21u}) {
+              if (cut >= d.out) continue;
+              std::vector<float> y(size_t(T) * d.out, NAN);
+              for (uint32_t t = 0; t < T; ++t) {
+                MatVecRows(isa, c.m, a, t, 0, cut, y.data() + size_t(t) * d.out);
+                MatVecRows(isa, c.m, a, t, cut, d.out, y.data() + size_t(t) * d.out);
+              }
+              ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+                  << what << " cut " << cut;
+              std::vector<float> ym(size_t(T) * d.out, NAN);
+              MatMatRows(isa, c.m, a, 0, cut, ym.data(), d.out);
+              MatMatRows(isa, c.m, a, cut, d.out, ym.data(), d.out);
+              ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4))
+                  << what << " matmat cut " << cut;
+            }
+            // MatMat (prefill) gives the same bits as MatVec (decode).
             std::vector<float> ym(size_t(T) * d.out, NAN);
-            MatMatRows(isa, c.m, a, 0, cut, ym.data(), d.out);
-            MatMatRows(isa, c.m, a, cut, d.out, ym.data(), d.out);
-            ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat cut " << cut;
+            MatMatRows(isa, c.m, a, 0, d.out, ym.data(), d.out);
+            ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat";
           }
-          // MatMat (prefill) gives the same bits as MatVec (decode).
-          std::vector<float> ym(size_t(T) * d.out, NAN);
-          MatMatRows(isa, c.m, a, 0, d.out, ym.data(), d.out);
-          ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat";
         }
-      }
 }
 
 // |y_kernel - y_fp32| <= sum_g norm_g * sum_i (|a_i| * cb_step/2 + |cb_i| * act_step_g/2),
@@ -153,60 +168,61 @@ TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
 TEST(CqKernels, ScalarMatchesFp32DequantizeOracle) {
   std::mt19937 rng(3);
   for (Mode mode : {kModes[0], kModes[3]})
-  for (uint32_t bits : kBits)
-    for (uint32_t group : {32u, 128u, 512u}) {
-      const uint32_t out = 24, in = 2 * group + group / 2;
-      Case c = MakeCase(out, in, group, bits, rng, mode.cb_residual);
-      std::vector<float> x = RandomVector(in, rng);
-      ActivationBatch a;
-      PrepareActivations(Isa::kScalar, x.data(), 1, in, in, group, &a, mode.act);
-      std::vector<float> y(out);
-      MatVecRows(Isa::kScalar, c.m, a, 0, 0, out, y.data());
-      const uint32_t G = c.m.groups(), ip = c.m.in_pad();
-      // Rounding steps: int8 -> 1 unit, with the residual level -> 1/128 of a unit.
-      const double act_unit = mode.act == ActPrecision::kInt8x2 ? 1.0 / 128 : 1.0;
-      const double isq = 1.0 / std::sqrt(double(group)),
-                   cb_step = c.cb8.scale * (c.cb8.has_lo ? 1.0 / 128 : 1.0);
-      double err2 = 0, ref2 = 0;
-      for (uint32_t r = 0; r < out; ++r) {
-        double ref = 0, bound = 0, mag = 0;
-        for (uint32_t g = 0; g < G; ++g) {
-          const double norm = HalfValue(c.cq.norms[size_t(r) * G + g]);
-          const double act_step = a.scale(0)[g] * act_unit;
-          // Dequantized weight row (codebook * norm) @ H, then dot with x.
-          std::vector<double> w(group, 0.0);
-          for (uint32_t i = 0; i < group; ++i) {
-            double v = norm * CodeValue(c.cb, bits, c.cq.codes[size_t(r) * ip + g * group + i]);
-            for (uint32_t j = 0; j < group; ++j) w[j] += v * HadamardSign(i, j) * isq;
+    for (uint32_t bits : kBits)
+      for (uint32_t group : {32u, 128u, 512u}) {
+        const uint32_t out = 24, in = 2 * group + group / 2;
+        Case c = MakeCase(out, in, group, bits, rng, mode.cb_residual);
+        std::vector<float> x = RandomVector(in, rng);
+        ActivationBatch a;
+        PrepareActivations(Isa::kScalar, x.data(), 1, in, in, group, &a, mode.act);
+        std::vector<float> y(out);
+        MatVecRows(Isa::kScalar, c.m, a, 0, 0, out, y.data());
+        const uint32_t G = c.m.groups(), ip = c.m.in_pad();
+        // Rounding steps: int8 -> 1 unit, with the residual level -> 1/128 of a unit.
+        const double act_unit = mode.act == ActPrecision::kInt8x2 ? 1.0 / 128 : 1.0;
+        const double isq = 1.0 / std::sqrt(double(group)),
+                     cb_step = c.cb8.scale * (c.cb8.has_lo ? 1.0 / 128 : 1.0);
+        double err2 = 0, ref2 = 0;
+        for (uint32_t r = 0; r < out; ++r) {
+          double ref = 0, bound = 0, mag = 0;
+          for (uint32_t g = 0; g < G; ++g) {
+            const double norm = HalfValue(c.cq.norms[size_t(r) * G + g]);
+            const double act_step = a.scale(0)[g] * act_unit;
+            // Dequantized weight row (codebook * norm) @ H, then dot with x.
+            std::vector<double> w(group, 0.0);
+            for (uint32_t i = 0; i < group; ++i) {
+              double v = norm * CodeValue(c.cb, bits, c.cq.codes[size_t(r) * ip + g * group + i]);
+              for (uint32_t j = 0; j < group; ++j) w[j] += v * HadamardSign(i, j) * isq;
+            }
+            double u_abs_sum = 0;
+            for (uint32_t j = 0; j < group; ++j) {
+              uint32_t k = g * group + j;
+              if (k < in) ref += w[j] * x[k];
+            }
+            for (uint32_t i = 0; i < group; ++i) {
+              double ui = 0;
+              for (uint32_t j = 0; j < group && g * group + j < in; ++j)
+                ui += HadamardSign(i, j) * x[g * group + j];
+              ui *= isq;
+              double cbi = CodeValue(c.cb, bits, c.cq.codes[size_t(r) * ip + g * group + i]);
+              bound += norm * ((std::fabs(ui) + act_step / 2) * cb_step / 2 +
+                               std::fabs(cbi) * act_step / 2);
+              u_abs_sum += std::fabs(ui * cbi);
+            }
+            mag += norm * u_abs_sum;
+            // The dropped lo * q2 / 128^2 term (|lo|, |q2| <= 64).
+            if (mode.act == ActPrecision::kInt8x2 && c.cb8.has_lo)
+              bound += norm * group * (64.0 * 64.0 / 16384.0) * c.cb8.scale * a.scale(0)[g];
           }
-          double u_abs_sum = 0;
-          for (uint32_t j = 0; j < group; ++j) {
-            uint32_t k = g * group + j;
-            if (k < in) ref += w[j] * x[k];
-          }
-          for (uint32_t i = 0; i < group; ++i) {
-            double ui = 0;
-            for (uint32_t j = 0; j < group && g * group + j < in; ++j)
-              ui += HadamardSign(i, j) * x[g * group + j];
-            ui *= isq;
-            double cbi = CodeValue(c.cb, bits, c.cq.codes[size_t(r) * ip + g * group + i]);
-            bound += norm * ((std::fabs(ui) + act_step / 2) * cb_step / 2 + std::fabs(cbi) * act_step / 2);
-            u_abs_sum += std::fabs(ui * cbi);
-          }
-          mag += norm * u_abs_sum;
-          // The dropped lo * q2 / 128^2 term (|lo|, |q2| <= 64).
-          if (mode.act == ActPrecision::kInt8x2 && c.cb8.has_lo)
-            bound += norm * group * (64.0 * 64.0 / 16384.0) * c.cb8.scale * a.scale(0)[g];
+          EXPECT_LE(std::fabs(y[r] - ref), bound * (1 + 1e-6) + 1e-5 * mag)
+              << "bits " << bits << " group " << group << " row " << r;
+          err2 += (y[r] - ref) * (y[r] - ref);
+          ref2 += ref * ref;
         }
-        EXPECT_LE(std::fabs(y[r] - ref), bound * (1 + 1e-6) + 1e-5 * mag)
-            << "bits " << bits << " group " << group << " row " << r;
-        err2 += (y[r] - ref) * (y[r] - ref);
-        ref2 += ref * ref;
+        std::printf("  %s bits %u group %u: relative L2 error vs FP32 oracle %.4f%%\n",
+                    ModeName(mode).c_str(), bits, group, 100 * std::sqrt(err2 / ref2));
+        EXPECT_LT(std::sqrt(err2 / ref2), mode.act == ActPrecision::kInt8x2 ? 0.001 : 0.03);
       }
-      std::printf("  %s bits %u group %u: relative L2 error vs FP32 oracle %.4f%%\n",
-                  ModeName(mode).c_str(), bits, group, 100 * std::sqrt(err2 / ref2));
-      EXPECT_LT(std::sqrt(err2 / ref2), mode.act == ActPrecision::kInt8x2 ? 0.001 : 0.03);
-    }
 }
 
 TEST(CqKernels, ZeroAndNanActivations) {
@@ -246,9 +262,9 @@ TEST(CqKernels, ThreadedMatVecAndMatMatEqualSingleThreaded) {
 TEST(CqKernels, CreateRejectsBadShapes) {
   std::vector<uint8_t> blob(100);
   Int8Codebook cb8 = MakeInt8Codebook(OfficialCodebook(2, 128), 2).value();
-  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 128, 2, cb8).ok());   // wrong size
-  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 100, 2, cb8).ok());   // group
-  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 128, 3, cb8).ok());   // codebook width
+  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 128, 2, cb8).ok());  // wrong size
+  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 100, 2, cb8).ok());  // group
+  EXPECT_FALSE(CqKernelMatrix::Create(blob, 1, 128, 128, 3, cb8).ok());  // codebook width
   std::vector<uint8_t> ok(32 + 2);
   EXPECT_TRUE(CqKernelMatrix::Create(ok, 1, 128, 128, 2, cb8).ok());
 }

@@ -45,9 +45,11 @@ TEST(CqStack, RowsAreBitIdenticalToTheirPartsOnEveryIsa) {
         parts.push_back(MakePart(12, in, group, bits, cb8, rng));
         parts.push_back(MakePart(9, in, group, bits, cb8, rng));
         parts.push_back(MakePart(40, in, group, bits, cb8, rng));
-        const CqKernelMatrix::RowSlice slices[] = {
-            {&parts[0].m, 4, 8}, {&parts[1].m, 0, 4}, {&parts[2].m, 16, 32}, {&parts[0].m, 11, 12},
-            {&parts[1].m, 5, 9}};
+        const CqKernelMatrix::RowSlice slices[] = {{&parts[0].m, 4, 8},
+                                                   {&parts[1].m, 0, 4},
+                                                   {&parts[2].m, 16, 32},
+                                                   {&parts[0].m, 11, 12},
+                                                   {&parts[1].m, 5, 9}};
         auto stacked = CqKernelMatrix::Stack(slices);
         ASSERT_TRUE(stacked.ok()) << stacked.status();
         const CqKernelMatrix& s = *stacked;

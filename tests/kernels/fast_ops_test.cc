@@ -28,7 +28,8 @@ void ExpectSameOnEveryIsa(F f, const char* what) {
     std::vector<float> out = f();
     if (base.empty()) base = out;
     ASSERT_EQ(out.size(), base.size());
-    EXPECT_EQ(0, std::memcmp(out.data(), base.data(), out.size() * 4)) << what << " " << IsaName(isa);
+    EXPECT_EQ(0, std::memcmp(out.data(), base.data(), out.size() * 4))
+        << what << " " << IsaName(isa);
   }
   SetActiveIsa(before);
 }
@@ -60,9 +61,27 @@ TEST(FastOps, SigmoidAndSilu) {
     EXPECT_NEAR(s[i], sig, 4e-7 * sig) << x[i];
     EXPECT_NEAR(u[i], x[i] * sig, 4e-7 * std::fabs(x[i] * sig) + 1e-30) << x[i];
   }
-  ExpectSameOnEveryIsa([&] { auto y = x; SigmoidInPlace(y.data(), y.size()); return y; }, "sigmoid");
-  ExpectSameOnEveryIsa([&] { auto y = x; SiluInPlace(y.data(), y.size()); return y; }, "silu");
-  ExpectSameOnEveryIsa([&] { auto y = x; ExpInPlace(y.data(), y.size()); return y; }, "exp");
+  ExpectSameOnEveryIsa(
+      [&] {
+        auto y = x;
+        SigmoidInPlace(y.data(), y.size());
+        return y;
+      },
+      "sigmoid");
+  ExpectSameOnEveryIsa(
+      [&] {
+        auto y = x;
+        SiluInPlace(y.data(), y.size());
+        return y;
+      },
+      "silu");
+  ExpectSameOnEveryIsa(
+      [&] {
+        auto y = x;
+        ExpInPlace(y.data(), y.size());
+        return y;
+      },
+      "exp");
 }
 
 TEST(FastOps, FwhtMatchesDenseHadamard) {
@@ -80,7 +99,13 @@ TEST(FastOps, FwhtMatchesDenseHadamard) {
       norm = std::max(norm, std::fabs(want));
     }
     EXPECT_LT(err, 1e-5 * norm) << n;
-    ExpectSameOnEveryIsa([&] { auto z = x; FwhtOrthonormal(z.data(), n); return z; }, "fwht");
+    ExpectSameOnEveryIsa(
+        [&] {
+          auto z = x;
+          FwhtOrthonormal(z.data(), n);
+          return z;
+        },
+        "fwht");
   }
 }
 
@@ -124,7 +149,8 @@ TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
         for (double& e : s) sum += (e = std::exp(e - mx));
         for (uint32_t c = 0; c < hd; ++c) {
           double want = 0;
-          for (size_t t = 0; t < s.size(); ++t) want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
+          for (size_t t = 0; t < s.size(); ++t)
+            want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
           ASSERT_NEAR(out[i * hd + c], want, 1e-5 * (1 + std::fabs(want))) << hd << " " << rows;
         }
       }

@@ -25,9 +25,11 @@ std::vector<double> DenseRotate(const std::vector<float>& x, uint32_t in, uint32
   return u;
 }
 
-struct Shape { uint32_t in, group; };
-const Shape kShapes[] = {{32, 32}, {96, 32}, {100, 64}, {128, 128}, {200, 128}, {512, 128},
-                         {777, 256}, {512, 512}, {1000, 512}, {24, 128}};
+struct Shape {
+  uint32_t in, group;
+};
+const Shape kShapes[] = {{32, 32},   {96, 32},   {100, 64},  {128, 128},  {200, 128},
+                         {512, 128}, {777, 256}, {512, 512}, {1000, 512}, {24, 128}};
 
 TEST(Prepare, MatchesDenseHadamardAndQuantizesToNearest) {
   std::mt19937 rng(7);
@@ -56,7 +58,8 @@ TEST(Prepare, MatchesDenseHadamardAndQuantizesToNearest) {
           ++near_ties;
           EXPECT_LE(std::fabs(q - exact), 0.5 + 1e-3);
         } else {
-          EXPECT_EQ(q, int(std::nearbyint(exact))) << s.in << "/" << s.group << " g" << g << " i" << i;
+          EXPECT_EQ(q, int(std::nearbyint(exact)))
+              << s.in << "/" << s.group << " g" << g << " i" << i;
         }
         // Dequantized value within half a step of the orthonormal rotation.
         EXPECT_LE(std::fabs(q * scale - u[i] * inv_sqrt), scale * (0.5 + 1e-3));
@@ -77,7 +80,8 @@ TEST(Prepare, HadamardColumnsQuantizeExactly) {
       for (Isa isa : SupportedIsas()) {
         ActivationBatch a;
         PrepareActivations(isa, x.data(), 1, n, n, n, &a);
-        for (uint32_t i = 0; i < n; ++i) ASSERT_EQ(a.natural(0)[i], i == j ? 127 : 0) << IsaName(isa);
+        for (uint32_t i = 0; i < n; ++i)
+          ASSERT_EQ(a.natural(0)[i], i == j ? 127 : 0) << IsaName(isa);
         EXPECT_FLOAT_EQ(a.scale(0)[0], std::sqrt(float(n)) / 127.f);
         EXPECT_EQ(a.sum(0)[0], 127);
       }
@@ -100,7 +104,8 @@ TEST(Prepare, PermutedLayoutsFollowTheirDefinitions) {
       }
       for (uint32_t k = 0; k < (a.in_pad() + 127) / 128 * 128; ++k) {
         uint32_t c = k / 128, r = k % 128;
-        ASSERT_EQ(a.perm4(0)[c * 128 + (r % 2) * 64 + r / 2], nat(k)) << IsaName(isa) << " perm4 " << k;
+        ASSERT_EQ(a.perm4(0)[c * 128 + (r % 2) * 64 + r / 2], nat(k))
+            << IsaName(isa) << " perm4 " << k;
       }
     }
   }
@@ -120,9 +125,15 @@ TEST(Prepare, AllIsasProduceIdenticalBytes) {
         PrepareActivations(isa, x.data(), tokens, s.in, s.in, s.group, &a, p);
         for (uint32_t t = 0; t < tokens; ++t) {
           for (int l = 0; l < levels; ++l) {
-            EXPECT_EQ(0, std::memcmp(a.natural(t, l), ref.natural(t, l), (a.in_pad() + 63) / 64 * 64)) << IsaName(isa);
-            EXPECT_EQ(0, std::memcmp(a.perm2(t, l), ref.perm2(t, l), (a.in_pad() + 255) / 256 * 256)) << IsaName(isa);
-            EXPECT_EQ(0, std::memcmp(a.perm4(t, l), ref.perm4(t, l), (a.in_pad() + 127) / 128 * 128)) << IsaName(isa);
+            EXPECT_EQ(0,
+                      std::memcmp(a.natural(t, l), ref.natural(t, l), (a.in_pad() + 63) / 64 * 64))
+                << IsaName(isa);
+            EXPECT_EQ(0,
+                      std::memcmp(a.perm2(t, l), ref.perm2(t, l), (a.in_pad() + 255) / 256 * 256))
+                << IsaName(isa);
+            EXPECT_EQ(0,
+                      std::memcmp(a.perm4(t, l), ref.perm4(t, l), (a.in_pad() + 127) / 128 * 128))
+                << IsaName(isa);
             EXPECT_EQ(0, std::memcmp(a.sum(t, l), ref.sum(t, l), a.groups() * 4)) << IsaName(isa);
           }
           EXPECT_EQ(0, std::memcmp(a.scale(t), ref.scale(t), a.groups() * 4)) << IsaName(isa);
@@ -163,7 +174,7 @@ TEST(Prepare, ZeroAndNonFiniteGroups) {
   std::mt19937 rng(5);
   std::vector<float> x = RandomVector(in, rng);
   for (uint32_t i = 0; i < n; ++i) x[i] = 0.f;  // group 0: all zero
-  x[n + 5] = NAN;                                 // group 1: NaN
+  x[n + 5] = NAN;                               // group 1: NaN
   for (Isa isa : SupportedIsas()) {
     ActivationBatch a;
     PrepareActivations(isa, x.data(), 1, in, in, n, &a);

@@ -30,7 +30,7 @@ TEST(Team, EveryItemIsDoneOnceAndBarriersOrderWrites) {
       ++members;
       for (uint32_t k = me; k < 3; k += nt) slot[k] = run;  // phase 1: own slots
       team.Barrier();
-      for (uint32_t k = me; k < 3; k += nt) {                // phase 2: read every slot
+      for (uint32_t k = me; k < 3; k += nt) {  // phase 2: read every slot
         int sum = 0;
         for (int v : slot) sum += v;
         seen[k] = sum;

@@ -20,7 +20,8 @@ using testing::WriteAll;
 
 std::vector<std::string> Listing(const std::string& dir) {
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -89,7 +90,8 @@ TEST(Npy, TruncatedDataRejected) {
   bytes.resize(bytes.size() - 4);
   auto a = ParseNpy("x.npy", bytes.data(), bytes.size());
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("x.npy: npy data at offset"), std::string::npos) << a.status();
+  EXPECT_NE(a.status().message().find("x.npy: npy data at offset"), std::string::npos)
+      << a.status();
 }
 
 TEST(AtomicFile, WriterDestroyedWithoutCommitLeavesNothing) {

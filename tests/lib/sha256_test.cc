@@ -44,15 +44,19 @@ TEST(Sha256, FipsExampleVectors) {
   const std::vector<uint8_t> million(1000000, 'a');
   for (Sha256Impl impl : Impls()) {
     SCOPED_TRACE(Name(impl));
-    EXPECT_EQ(Hex(Sha256Digest({}, impl)), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    EXPECT_EQ(Hex(Sha256Digest({}, impl)),
+              "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     EXPECT_EQ(Hex(Sha256Digest(Bytes("abc"), impl)),
               "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    EXPECT_EQ(Hex(Sha256Digest(Bytes("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"), impl)),
-              "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-    EXPECT_EQ(Hex(Sha256Digest(million, impl)), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    EXPECT_EQ(
+        Hex(Sha256Digest(Bytes("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"), impl)),
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    EXPECT_EQ(Hex(Sha256Digest(million, impl)),
+              "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
   }
   // Sha256Hex is the default path, lowercase hex.
-  EXPECT_EQ(Sha256Hex(Bytes("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(Sha256Hex(Bytes("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 // One python3 run hashes data[offset : offset + length] for every (offset, length) asked.
@@ -71,7 +75,8 @@ std::vector<std::string> HashlibDigests(const TempDir& dir, const std::vector<ui
                                       "for line in open(sys.argv[2]):\n"
                                       "    o, n = map(int, line.split())\n"
                                       "    print(hashlib.sha256(data[o:o + n]).hexdigest())\n";
-  auto r = Run(testing::Python() + " " + (dir / "oracle.py") + " " + (dir / "data.bin") + " " + (dir / "slices.txt"));
+  auto r = Run(testing::Python() + " " + (dir / "oracle.py") + " " + (dir / "data.bin") + " " +
+               (dir / "slices.txt"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> digests;
   std::istringstream lines(r.output);
@@ -105,7 +110,8 @@ TEST(Sha256, EveryShortLengthAndPaddingBoundaryMatchesHashlib) {
   for (size_t n = 0; n <= 200; ++n) slices.push_back({0, n});
   // Around each block end: 55 bytes left still fits the 9 padding bytes, 56 needs a second block.
   for (size_t blocks : {1, 2, 3, 7, 16, 64, 1000}) {
-    for (int delta : {-10, -9, -8, -7, -1, 0, 1, 55, 56, 57}) slices.push_back({0, 64 * blocks + delta});
+    for (int delta : {-10, -9, -8, -7, -1, 0, 1, 55, 56, 57})
+      slices.push_back({0, 64 * blocks + delta});
   }
   // Unaligned starts (the SHA-NI path loads unaligned; the portable one reads bytes).
   for (size_t offset : {1, 3, 7, 13}) {
@@ -116,11 +122,13 @@ TEST(Sha256, EveryShortLengthAndPaddingBoundaryMatchesHashlib) {
 
 TEST(Sha256, RandomMegabyteBuffersMatchHashlib) {
   const std::vector<uint8_t> data = RandomBytes(6 << 20, 2);
-  ExpectMatchesHashlib(data, {{0, 6 << 20}, {5, (2 << 20) + 17}, {1 << 20, 3000001}, {11, (5 << 20) + 63}});
+  ExpectMatchesHashlib(
+      data, {{0, 6 << 20}, {5, (2 << 20) + 17}, {1 << 20, 3000001}, {11, (5 << 20) + 63}});
 }
 
 TEST(Sha256, PathsAgreeOnRandomLengths) {
-  if (!Sha256ShaNiAvailable()) GTEST_SKIP() << "this CPU has no SHA-NI: only the portable path runs";
+  if (!Sha256ShaNiAvailable())
+    GTEST_SKIP() << "this CPU has no SHA-NI: only the portable path runs";
   std::mt19937_64 rng(3);
   const std::vector<uint8_t> data = RandomBytes(1 << 16, 4);
   for (int i = 0; i < 2000; ++i) {

@@ -55,16 +55,17 @@ TEST_P(FixtureBuild, WeightsAndTokenizerModelGiveTheExportersFile) {
   for (size_t i = 0; i < n; ++i) {
     const TensorEntry& t = official->tensors()[i];
     if (!t.is_cq()) {
-      EXPECT_TRUE(std::equal(c->tensors[i].bytes.begin(), c->tensors[i].bytes.end(), official->blob(t).begin(),
-                             official->blob(t).end()))
+      EXPECT_TRUE(std::equal(c->tensors[i].bytes.begin(), c->tensors[i].bytes.end(),
+                             official->blob(t).begin(), official->blob(t).end()))
           << t.name;
       continue;
     }
     CqShape s{uint32_t(t.rows()), uint32_t(t.cols()), t.record.group, t.record.bits};
     CqMatrix ours = UnpackBlob(c->tensors[i].bytes, s), theirs = UnpackBlob(official->blob(t), s);
     const FloatTensor* wt = w->Find(t.name);
-    testing::Agreement a = testing::CompareQuantizations(wt->data.data(), s, CqCodebook(s.bits, s.group), ours.codes,
-                                                         theirs.codes, ours.norms, theirs.norms);
+    testing::Agreement a =
+        testing::CompareQuantizations(wt->data.data(), s, CqCodebook(s.bits, s.group), ours.codes,
+                                      theirs.codes, ours.norms, theirs.norms);
     codes += a.codes;
     equal += a.codes_equal;
     EXPECT_EQ(a.norms_within_1ulp, a.norms) << t.name;
@@ -73,7 +74,8 @@ TEST_P(FixtureBuild, WeightsAndTokenizerModelGiveTheExportersFile) {
   EXPECT_GE(double(equal) / double(codes), 0.9999);
   // With the FWHT the fixtures come out byte for byte (their README: achievable, and achieved).
   EXPECT_EQ(got, want);
-  EXPECT_EQ(report.scheme, (kase == "odd" ? "embedding=4,mhc=3,default=2" : "embedding=4,mhc=4,default=2"));
+  EXPECT_EQ(report.scheme,
+            (kase == "odd" ? "embedding=4,mhc=3,default=2" : "embedding=4,mhc=4,default=2"));
   EXPECT_EQ(report.scheme_source, "safetensors metadata bits_map");
   EXPECT_EQ(report.Count(TensorAction::kQuantized), kase == "odd" ? 35u : 30u);
   for (const TensorOutcome& t : report.tensors) {
@@ -166,8 +168,9 @@ TEST(SelectiveBuild, OnlyEditedTensorsAreRequantized) {
   for (size_t i = 0; i < b.report.tensors.size(); ++i) {
     const TensorOutcome& t = b.report.tensors[i];
     const TensorEntry& e = base->tensors()[i];
-    const bool same = std::equal(b.contents.tensors[i].bytes.begin(), b.contents.tensors[i].bytes.end(),
-                                 base->blob(e).begin(), base->blob(e).end());
+    const bool same =
+        std::equal(b.contents.tensors[i].bytes.begin(), b.contents.tensors[i].bytes.end(),
+                   base->blob(e).begin(), base->blob(e).end());
     if (t.name == "layer01.q_proj") {
       EXPECT_EQ(t.action, TensorAction::kQuantized);
       EXPECT_NE(t.reason.find("values differ from base"), std::string::npos) << t.reason;
@@ -213,7 +216,8 @@ TEST(SelectiveBuild, ForceRequantizeAndWidthChanges) {
   EXPECT_NE(Serialize(forced.contents), FixtureBytes("odd"));
 
   // The odd fixture has mhc=3: asking for mhc=4 requantizes exactly the three mhc_phi.
-  Built widened = BuildAgainstBase(w, *base, KeepPolicy::kTolerance, *ParseScheme("embedding=4,mhc=4,default=2"));
+  Built widened = BuildAgainstBase(w, *base, KeepPolicy::kTolerance,
+                                   *ParseScheme("embedding=4,mhc=4,default=2"));
   EXPECT_EQ(widened.report.Count(TensorAction::kQuantized), 3u);
   for (const char* name : {"mhc_phi_pre", "mhc_phi_post", "mhc_phi_res"}) {
     const TensorOutcome& t = Outcome(widened.report, name);
@@ -282,7 +286,8 @@ TEST(BuildGeometry, ShapesAloneGiveTheReleasedGeometry) {
   std::string assumed;
   absl::StatusOr<Geometry> got = InferGeometryFromShapes(w, "w", &assumed);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(SerializeHeader(Header{kCactTag, 0, 28, *got}), SerializeHeader(Header{kCactTag, 0, 28, g}));
+  EXPECT_EQ(SerializeHeader(Header{kCactTag, 0, 28, *got}),
+            SerializeHeader(Header{kCactTag, 0, 28, g}));
   EXPECT_NE(assumed.find("engram sites 2,15"), std::string::npos);
 
   // The tiny fixture (4 layers, sites 1 and 3): the site layers cannot come from shapes.
@@ -290,7 +295,8 @@ TEST(BuildGeometry, ShapesAloneGiveTheReleasedGeometry) {
   ASSERT_TRUE(tiny.ok());
   absl::StatusOr<Geometry> bad = InferGeometryFromShapes(*tiny, "tiny", &assumed);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("engram site layers cannot be inferred"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("engram site layers cannot be inferred"),
+            std::string::npos);
 }
 
 // Each malformed input is a specific error (and nothing is built).
@@ -318,7 +324,8 @@ TEST(BuildErrors, BadWeightsTokenizersAndBases) {
     return w;
   };
   expect_error(edit([](Safetensors& w) {
-                 std::erase_if(w.tensors, [](const FloatTensor& t) { return t.name == "layer02.k_norm"; });
+                 std::erase_if(w.tensors,
+                               [](const FloatTensor& t) { return t.name == "layer02.k_norm"; });
                }),
                *tok, nullptr, "tensor 'layer02.k_norm' is missing");
   expect_error(edit([](Safetensors& w) {
@@ -326,9 +333,13 @@ TEST(BuildErrors, BadWeightsTokenizersAndBases) {
                  t->shape = {64, 128};
                  t->data.resize(64 * 128);
                }),
-               *tok, nullptr, "tensor 'layer00.q_proj' has shape [64, 128] but the geometry needs [128, 128]");
-  expect_error(edit([](Safetensors& w) { const_cast<FloatTensor*>(w.Find("layer01.v_proj"))->data[7] = NAN; }),
-               *tok, nullptr, "tensor 'layer01.v_proj' has a non-finite value (nan) at flat index 7");
+               *tok, nullptr,
+               "tensor 'layer00.q_proj' has shape [64, 128] but the geometry needs [128, 128]");
+  expect_error(edit([](Safetensors& w) {
+                 const_cast<FloatTensor*>(w.Find("layer01.v_proj"))->data[7] = NAN;
+               }),
+               *tok, nullptr,
+               "tensor 'layer01.v_proj' has a non-finite value (nan) at flat index 7");
   expect_error(edit([](Safetensors& w) {
                  FloatTensor t;
                  t.name = "lm_head";
@@ -339,8 +350,8 @@ TEST(BuildErrors, BadWeightsTokenizersAndBases) {
                *tok, nullptr, "unexpected tensor 'lm_head'");
   expect_error(*good, std::nullopt, nullptr, "no tokenizer: give a SentencePiece tokenizer model");
   expect_error(*good, *odd_tok, nullptr, "has 384 pieces but the model's vocab is 512");
-  expect_error(edit([](Safetensors& w) { w.metadata["bits_map"] = "embedding=4,mhc=9,default=2"; }), *tok,
-               nullptr, "metadata bits_map");
+  expect_error(edit([](Safetensors& w) { w.metadata["bits_map"] = "embedding=4,mhc=9,default=2"; }),
+               *tok, nullptr, "metadata bits_map");
   expect_error(*good, *tok, &*odd, "differs from the base file's");
 }
 

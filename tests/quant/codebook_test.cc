@@ -29,7 +29,8 @@ TEST(Codebook, UnitLevelsEqualFixtureFloat64Exactly) {
   // Time the first computation (samples + 3 Lloyd runs); later calls are cached.
   auto t0 = std::chrono::steady_clock::now();
   for (uint32_t bits : {2u, 3u, 4u}) UnitLloydMax(bits);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("UnitLloydMax(2,3,4) first computation: %.1f ms\n", ms);
   // The target is < 100 ms; the bound here is loose because the CI machine is shared.
   EXPECT_LT(ms, 1000.0);
@@ -41,8 +42,8 @@ TEST(Codebook, UnitLevelsEqualFixtureFloat64Exactly) {
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < got.size(); ++i) {
         double w = std::strtod(want[i].get<std::string>().c_str(), nullptr);
-        EXPECT_EQ(BitsOf(got[i]), BitsOf(w)) << kase << " bits " << bits << " level " << i << ": got "
-                                             << got[i] << " want " << want[i];
+        EXPECT_EQ(BitsOf(got[i]), BitsOf(w)) << kase << " bits " << bits << " level " << i
+                                             << ": got " << got[i] << " want " << want[i];
       }
     }
   }
@@ -83,7 +84,8 @@ TEST(Codebook, HeaderCodebookEqualsEveryFixtureFile) {
     std::memcpy(want.data(), file.data() + 120, 28 * 4);
     std::vector<float> got = HeaderCodebook(128);
     ASSERT_EQ(got.size(), 28u);
-    for (size_t i = 0; i < 28; ++i) EXPECT_EQ(BitsOf(got[i]), BitsOf(want[i])) << kase << " entry " << i;
+    for (size_t i = 0; i < 28; ++i)
+      EXPECT_EQ(BitsOf(got[i]), BitsOf(want[i])) << kase << " entry " << i;
     EXPECT_EQ(InferCodebookGroup(want.data()), 128u) << kase;
   }
 }
@@ -94,7 +96,8 @@ TEST(Codebook, SpecReleasedCq2ValuesAndGroupInference) {
                               0.13346044719219208};
   std::vector<float> cb = CqCodebook(2, 128);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(double(cb[i]), released[i]);
-  for (uint32_t g : {8u, 32u, 64u, 256u, 1024u}) EXPECT_EQ(InferCodebookGroup(CqCodebook(2, g).data()), g);
+  for (uint32_t g : {8u, 32u, 64u, 256u, 1024u})
+    EXPECT_EQ(InferCodebookGroup(CqCodebook(2, g).data()), g);
   std::vector<float> other = cb;
   other[1] = std::nextafter(other[1], 0.0f);
   EXPECT_EQ(InferCodebookGroup(other.data()), 0u);

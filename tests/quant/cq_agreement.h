@@ -3,8 +3,8 @@
 // exact arithmetic, computed in double here) almost exactly between the two entries.
 #pragma once
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,7 +30,8 @@ struct Agreement {
 };
 
 // Double-precision unit vector of one padded group (dense Sylvester Hadamard).
-inline std::vector<double> ExactUnitGroup(const float* w, const CqShape& s, uint32_t row, uint32_t gi) {
+inline std::vector<double> ExactUnitGroup(const float* w, const CqShape& s, uint32_t row,
+                                          uint32_t gi) {
   const uint32_t g = s.group;
   std::vector<double> x(g, 0.0), r(g, 0.0);
   for (uint32_t i = 0; i < g; ++i) {
@@ -50,7 +51,8 @@ inline std::vector<double> ExactUnitGroup(const float* w, const CqShape& s, uint
 }
 
 inline Agreement CompareQuantizations(const float* w, const CqShape& s, std::span<const float> cb,
-                                      std::span<const uint8_t> ours, std::span<const uint8_t> theirs,
+                                      std::span<const uint8_t> ours,
+                                      std::span<const uint8_t> theirs,
                                       std::span<const uint16_t> our_norms,
                                       std::span<const uint16_t> their_norms) {
   Agreement a;
@@ -89,7 +91,8 @@ inline std::string Describe(const Agreement& a, size_t max_lines = 20) {
   for (size_t i = 0; i < a.disagreements.size() && i < max_lines; ++i) {
     const CodeDisagreement& d = a.disagreements[i];
     char line[200];
-    std::snprintf(line, sizeof line, "\n  row %u col %u: ours %u theirs %u, unit %.9g, distance difference %.3g",
+    std::snprintf(line, sizeof line,
+                  "\n  row %u col %u: ours %u theirs %u, unit %.9g, distance difference %.3g",
                   d.row, d.col, unsigned(d.ours), unsigned(d.theirs), d.unit, d.margin);
     s += line;
   }

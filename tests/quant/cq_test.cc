@@ -111,19 +111,20 @@ struct OracleCase {
 
 TEST(CqQuantize, MatchesNumpyOracleWithPadding) {
   const std::vector<OracleCase> cases = {
-      {37, 300, 128, 2}, {20, 24, 128, 2}, {64, 256, 64, 3}, {33, 128, 128, 4},
-      {16, 96, 128, 5},  {48, 640, 256, 4}, {8, 512, 32, 2}, {6, 1000, 512, 3},
+      {37, 300, 128, 2}, {20, 24, 128, 2},  {64, 256, 64, 3}, {33, 128, 128, 4},
+      {16, 96, 128, 5},  {48, 640, 256, 4}, {8, 512, 32, 2},  {6, 1000, 512, 3},
   };
   TempDir dir;
   std::string list;
   for (const OracleCase& c : cases)
-    list += "(" + std::to_string(c.out) + "," + std::to_string(c.in) + "," + std::to_string(c.group) + "," +
-            std::to_string(c.bits) + "),";
+    list += "(" + std::to_string(c.out) + "," + std::to_string(c.in) + "," +
+            std::to_string(c.group) + "," + std::to_string(c.bits) + "),";
   const std::string fixture = testing::Fixture("tiny", "codebooks.json");
   ASSERT_TRUE(RunPythonOracle(dir, R"(
 import json, struct
 import numpy as np
-fixture = json.load(open(')" + fixture + R"('))
+fixture = json.load(open(')" + fixture +
+                                       R"('))
 books = fixture['codebooks']
 def codebook(bits, g):
     key = 'bits%s_group%d' % ('1.58' if bits == 5 else str(bits), g)
@@ -136,7 +137,8 @@ def hadamard(g):
         h = np.block([[h, h], [h, -h]])
     return (h / np.sqrt(g)).astype(np.float32)
 rs = np.random.RandomState(99)
-for i, (out, inn, g, bits) in enumerate([)" + list + R"(]):
+for i, (out, inn, g, bits) in enumerate([)" +
+                                       list + R"(]):
     w = (rs.randn(out, inn) * rs.uniform(0.01, 3.0, size=(out, 1))).astype(np.float32)
     w[0, :] = 0.0                      # an all-zero row: norm 0, unit 0
     w[1, : min(inn, 5)] = [1e-30, -2e-30, 3e-30, 0, 1e-30][: min(inn, 5)]  # tiny values
@@ -155,18 +157,22 @@ for i, (out, inn, g, bits) in enumerate([)" + list + R"(]):
 )"));
   for (size_t i = 0; i < cases.size(); ++i) {
     const OracleCase& c = cases[i];
-    SCOPED_TRACE("case " + std::to_string(i) + ": [" + std::to_string(c.out) + "," + std::to_string(c.in) +
-                 "] g" + std::to_string(c.group) + " bits " + std::to_string(c.bits));
+    SCOPED_TRACE("case " + std::to_string(i) + ": [" + std::to_string(c.out) + "," +
+                 std::to_string(c.in) + "] g" + std::to_string(c.group) + " bits " +
+                 std::to_string(c.bits));
     std::vector<float> w = ReadRaw<float>(dir / ("w" + std::to_string(i) + ".bin"));
-    std::vector<uint8_t> want_codes = ReadRaw<uint8_t>(dir / ("codes" + std::to_string(i) + ".bin"));
-    std::vector<uint16_t> want_norms = ReadRaw<uint16_t>(dir / ("norms" + std::to_string(i) + ".bin"));
+    std::vector<uint8_t> want_codes =
+        ReadRaw<uint8_t>(dir / ("codes" + std::to_string(i) + ".bin"));
+    std::vector<uint16_t> want_norms =
+        ReadRaw<uint16_t>(dir / ("norms" + std::to_string(i) + ".bin"));
     CqShape s{c.out, c.in, c.group, c.bits};
     ASSERT_EQ(w.size(), uint64_t(c.out) * c.in);
     ASSERT_EQ(want_codes.size(), uint64_t(c.out) * s.in_pad());
     ASSERT_EQ(want_norms.size(), uint64_t(c.out) * s.groups());
     std::vector<float> cb = CqCodebook(c.bits, c.group);
     CqMatrix m = QuantizeMatrix(w.data(), s, cb);
-    testing::Agreement a = testing::CompareQuantizations(w.data(), s, cb, m.codes, want_codes, m.norms, want_norms);
+    testing::Agreement a =
+        testing::CompareQuantizations(w.data(), s, cb, m.codes, want_codes, m.norms, want_norms);
     // The oracle's dense matmul rounds differently from the FWHT: codes may differ only at
     // near-ties (distance difference at float32 rounding level), norms by at most 1 ulp.
     EXPECT_GE(a.code_fraction(), 0.9999) << testing::Describe(a);
@@ -216,7 +222,8 @@ for i, (out, inn, g, bits) in enumerate([)" + list + R"(]):
     }
     // FWHT: log2(g) float32 butterfly roundings, well under 1e-6 of the largest value;
     // the sequential sum of g terms is allowed twice that.
-    EXPECT_LE(max_err_fast, 1e-6 * std::max(max_abs, 1e-30)) << "max err " << max_err_fast << " max |w| " << max_abs;
+    EXPECT_LE(max_err_fast, 1e-6 * std::max(max_abs, 1e-30))
+        << "max err " << max_err_fast << " max |w| " << max_abs;
     EXPECT_LE(max_err_exporter, 2e-6 * std::max(max_abs, 1e-30)) << "max err " << max_err_exporter;
     std::vector<float> row(c.in), row_fast(c.in);
     DequantizeRow(blob, s, cb, c.out - 1, row.data());

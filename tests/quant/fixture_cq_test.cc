@@ -56,14 +56,15 @@ TEST_P(FixtureCq, DequantizationMatchesOfficialReader) {
       // The FWHT path differs by rounding order only: the spec's 1e-6 of max |value|, plus
       // 10% because the official sums themselves are up to 1.09e-6 off the exact values
       // on these fixtures (measured against a float64 evaluation).
-      EXPECT_LE(max_diff_fast, 1.1e-6 * max_abs) << kase << " " << t.name << " FWHT max diff " << max_diff_fast
-                                                 << " max |value| " << max_abs;
+      EXPECT_LE(max_diff_fast, 1.1e-6 * max_abs) << kase << " " << t.name << " FWHT max diff "
+                                                 << max_diff_fast << " max |value| " << max_abs;
       ++cq;
     } else {
       ASSERT_EQ(t.record.dtype, DType::kFP16) << t.name;
       const uint8_t* p = file->blob(t).data();
       for (size_t i = 0; i < want->size(); ++i)
-        ASSERT_EQ(HalfToFloat(LoadU16(p + 2 * i)), want->data[i]) << kase << " " << t.name << " [" << i << "]";
+        ASSERT_EQ(HalfToFloat(LoadU16(p + 2 * i)), want->data[i])
+            << kase << " " << t.name << " [" << i << "]";
       ++fp16;
     }
   }
@@ -92,24 +93,28 @@ TEST_P(FixtureCq, QuantizingWeightsReproducesPackedCodes) {
     std::span<const uint8_t> want = file->blob(t);
     ASSERT_EQ(blob.size(), want.size()) << t.name;
     // The exporter's own summation order must reproduce the blob byte for byte.
-    std::vector<uint8_t> exact = PackBlob(QuantizeMatrix(w->data.data(), s, cb, CqRotation::kExporter));
+    std::vector<uint8_t> exact =
+        PackBlob(QuantizeMatrix(w->data.data(), s, cb, CqRotation::kExporter));
     EXPECT_TRUE(std::equal(exact.begin(), exact.end(), want.begin())) << kase << " " << t.name;
     if (std::equal(blob.begin(), blob.end(), want.begin())) ++blobs_identical;
     CqMatrix official = UnpackBlob(want, s);
-    testing::Agreement a = testing::CompareQuantizations(w->data.data(), s, cb, m.codes, official.codes,
-                                                         m.norms, official.norms);
+    testing::Agreement a = testing::CompareQuantizations(w->data.data(), s, cb, m.codes,
+                                                         official.codes, m.norms, official.norms);
     codes += a.codes;
     codes_equal += a.codes_equal;
     norms += a.norms;
     norms_equal += a.norms_equal;
-    EXPECT_EQ(a.norms_within_1ulp, a.norms) << kase << " " << t.name << ": " << testing::Describe(a);
+    EXPECT_EQ(a.norms_within_1ulp, a.norms)
+        << kase << " " << t.name << ": " << testing::Describe(a);
     // Any disagreement must be a near-tie: the exact unit value is (almost) equidistant.
     EXPECT_LT(a.max_margin, 1e-6) << kase << " " << t.name << ": " << testing::Describe(a);
-    if (!a.disagreements.empty()) std::printf("%s %s: %s\n", kase.c_str(), t.name.c_str(), testing::Describe(a).c_str());
+    if (!a.disagreements.empty())
+      std::printf("%s %s: %s\n", kase.c_str(), t.name.c_str(), testing::Describe(a).c_str());
   }
-  std::printf("%s: %lu/%lu CQ blobs byte-identical; codes %lu/%lu equal; norms %lu/%lu equal\n", kase.c_str(),
-              (unsigned long)blobs_identical, (unsigned long)records, (unsigned long)codes_equal,
-              (unsigned long)codes, (unsigned long)norms_equal, (unsigned long)norms);
+  std::printf("%s: %lu/%lu CQ blobs byte-identical; codes %lu/%lu equal; norms %lu/%lu equal\n",
+              kase.c_str(), (unsigned long)blobs_identical, (unsigned long)records,
+              (unsigned long)codes_equal, (unsigned long)codes, (unsigned long)norms_equal,
+              (unsigned long)norms);
   ASSERT_GT(codes, 0u);
   EXPECT_GE(double(codes_equal) / double(codes), 0.9999);
 }

@@ -27,7 +27,7 @@ float FromBits(uint32_t u) {
 uint16_t ReferenceHalf(float f) {
   uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   double a = std::fabs(double(f));
-  if (std::isnan(f)) return 0;  // not used for NaN
+  if (std::isnan(f)) return 0;             // not used for NaN
   if (a >= 65520.0) return sign | 0x7C00;  // halfway to 2^16 and above round to inf
   if (a < std::ldexp(1.0, -14)) return sign | uint16_t(std::nearbyint(std::ldexp(a, 24)));
   int e;
@@ -85,7 +85,8 @@ with np.errstate(all='ignore'):
   for (size_t i = 0; i < in.size(); ++i) {
     uint16_t got = FloatToHalf(FromBits(in[i]));
     if (got != out[i] && ++mismatches <= 10)
-      ADD_FAILURE() << "float bits 0x" << std::hex << in[i] << ": got 0x" << got << " numpy 0x" << out[i];
+      ADD_FAILURE() << "float bits 0x" << std::hex << in[i] << ": got 0x" << got << " numpy 0x"
+                    << out[i];
   }
   EXPECT_EQ(mismatches, 0u);
 }

@@ -44,18 +44,25 @@ Generated Generate(const Geometry& g, float sigma) {
   const uint32_t L = g.num_layers;
   for (const std::string& p : kProj) {
     const auto [out, in] = OutIn(p, g);
-    FloatTensor sa{p + ".A", {L, in, kRank}, std::vector<float>(size_t(L) * in * kRank, 0.0f), "F32"};
-    FloatTensor sb{p + ".B", {L, kRank, out}, std::vector<float>(size_t(L) * kRank * out, 0.0f), "F32"};
+    FloatTensor sa{
+        p + ".A", {L, in, kRank}, std::vector<float>(size_t(L) * in * kRank, 0.0f), "F32"};
+    FloatTensor sb{
+        p + ".B", {L, kRank, out}, std::vector<float>(size_t(L) * kRank * out, 0.0f), "F32"};
     for (uint32_t l : kLayers) {
-      const std::string key = absl::StrFormat("base_model.model.model.layers.%d.self_attn.%s", l, p);
-      FloatTensor a{key + ".lora_A.weight", {kRank, in}, std::vector<float>(size_t(kRank) * in), "F32"};
-      FloatTensor b{key + ".lora_B.weight", {out, kRank}, std::vector<float>(size_t(out) * kRank), "F32"};
+      const std::string key =
+          absl::StrFormat("base_model.model.model.layers.%d.self_attn.%s", l, p);
+      FloatTensor a{
+          key + ".lora_A.weight", {kRank, in}, std::vector<float>(size_t(kRank) * in), "F32"};
+      FloatTensor b{
+          key + ".lora_B.weight", {out, kRank}, std::vector<float>(size_t(out) * kRank), "F32"};
       for (float& v : a.data) v = normal(rng);
       for (float& v : b.data) v = normal(rng);
       for (uint32_t r = 0; r < kRank; ++r)
-        for (uint32_t i = 0; i < in; ++i) sa.data[(size_t(l) * in + i) * kRank + r] = a.data[size_t(r) * in + i];
+        for (uint32_t i = 0; i < in; ++i)
+          sa.data[(size_t(l) * in + i) * kRank + r] = a.data[size_t(r) * in + i];
       for (uint32_t o = 0; o < out; ++o)
-        for (uint32_t r = 0; r < kRank; ++r) sb.data[(size_t(l) * kRank + r) * out + o] = b.data[size_t(o) * kRank + r];
+        for (uint32_t r = 0; r < kRank; ++r)
+          sb.data[(size_t(l) * kRank + r) * out + o] = b.data[size_t(o) * kRank + r];
       gen.peft.tensors.push_back(std::move(a));
       gen.peft.tensors.push_back(std::move(b));
     }
@@ -98,7 +105,8 @@ TEST(Lora, BothLayoutsMergeToTheSameFileAndTouchOnlyTheirTensors) {
   EXPECT_EQ(stacked.adapter.layout, "stacked");
   EXPECT_EQ(peft.adapter.scale, 2.0);
   EXPECT_EQ(stacked.adapter.scale, 2.0);
-  const std::vector<uint8_t> a = testing::Serialize(peft.contents), b = testing::Serialize(stacked.contents);
+  const std::vector<uint8_t> a = testing::Serialize(peft.contents),
+                             b = testing::Serialize(stacked.contents);
   ASSERT_FALSE(a.empty());
   EXPECT_EQ(a, b);
 
@@ -129,10 +137,12 @@ TEST(Lora, MergedValuesEqualNumpyFp32) {
   std::string names;
   for (const LoraPair& p : m.adapter.pairs) {
     const std::string name = absl::StrFormat("layer%02d.%s", p.layer, p.proj);
-    testing::WriteAll(dir / (name + ".a"), std::vector<uint8_t>((const uint8_t*)p.a.data(),
-                                                                (const uint8_t*)(p.a.data() + p.a.size())));
-    testing::WriteAll(dir / (name + ".b"), std::vector<uint8_t>((const uint8_t*)p.b.data(),
-                                                                (const uint8_t*)(p.b.data() + p.b.size())));
+    testing::WriteAll(dir / (name + ".a"),
+                      std::vector<uint8_t>((const uint8_t*)p.a.data(),
+                                           (const uint8_t*)(p.a.data() + p.a.size())));
+    testing::WriteAll(dir / (name + ".b"),
+                      std::vector<uint8_t>((const uint8_t*)p.b.data(),
+                                           (const uint8_t*)(p.b.data() + p.b.size())));
     names += absl::StrFormat("('%s', %d, %d, %d),", name, p.out, p.in, p.rank);
   }
   // W is the official reader's dequantization (bit-identical to ours), merged by numpy in
@@ -142,7 +152,8 @@ TEST(Lora, MergedValuesEqualNumpyFp32) {
   ASSERT_TRUE(testing::RunPythonOracle(dir, R"(
 import numpy as np
 for name, out, inn, r in [)" + names + R"(]:
-    w = np.load(')" + Fixture("tiny", "official_dequant/") + R"(' + name + '.npy')
+    w = np.load(')" + Fixture("tiny", "official_dequant/") +
+                                                R"(' + name + '.npy')
     a = np.fromfile(name + '.a', np.float32).reshape(r, inn)
     b = np.fromfile(name + '.b', np.float32).reshape(out, r)
     ba = np.zeros((out, inn), np.float32)
@@ -215,7 +226,8 @@ TEST(Lora, AnUpdateBelowTheQuantizationStepIsFlagged) {
     }
   EXPECT_EQ(weak, 6u);
   bool flagged = false;
-  for (const std::string& n : m.report.notes) flagged |= n.find("may behave like the base") != std::string::npos;
+  for (const std::string& n : m.report.notes)
+    flagged |= n.find("may behave like the base") != std::string::npos;
   EXPECT_TRUE(flagged);
 }
 
@@ -223,8 +235,9 @@ TEST(Lora, ScaleFromConfigAndRsLora) {
   absl::StatusOr<CactFile> base = CactFile::Open(Fixture("tiny", "model.cact"));
   ASSERT_TRUE(base.ok());
   Generated gen = Generate(base->geometry(), 0.05f);
-  absl::StatusOr<LoraAdapter> rs = ParseLoraAdapter(gen.peft, "a", R"({"r": 4, "lora_alpha": 8, "use_rslora": true})",
-                                                    std::nullopt, base->geometry());
+  absl::StatusOr<LoraAdapter> rs =
+      ParseLoraAdapter(gen.peft, "a", R"({"r": 4, "lora_alpha": 8, "use_rslora": true})",
+                       std::nullopt, base->geometry());
   ASSERT_TRUE(rs.ok());
   EXPECT_EQ(rs->scale, 4.0);  // 8 / sqrt(4)
   EXPECT_NE(rs->scale_source.find("use_rslora"), std::string::npos);
@@ -236,7 +249,8 @@ TEST(Lora, AdapterValidationNamesTheKey) {
   const Geometry& g = base->geometry();
   Generated gen = Generate(g, 0.05f);
   auto expect = [&](Safetensors st, const std::string& config, const std::string& want) {
-    absl::StatusOr<LoraAdapter> ad = ParseLoraAdapter(st, "adapter.safetensors", config, std::nullopt, g);
+    absl::StatusOr<LoraAdapter> ad =
+        ParseLoraAdapter(st, "adapter.safetensors", config, std::nullopt, g);
     ASSERT_FALSE(ad.ok()) << want;
     EXPECT_NE(ad.status().message().find(want), std::string::npos) << ad.status().message();
   };
@@ -256,13 +270,16 @@ TEST(Lora, AdapterValidationNamesTheKey) {
   }
   {
     Safetensors st = gen.peft;
-    std::erase_if(st.tensors, [&](const FloatTensor& t) { return t.name == q0 + ".lora_B.weight"; });
+    std::erase_if(st.tensors,
+                  [&](const FloatTensor& t) { return t.name == q0 + ".lora_B.weight"; });
     expect(st, gen.config, "key '" + q0 + ".lora_A.weight' has no matching lora_B weight");
   }
   {
     Safetensors st = gen.peft;
-    st.tensors.push_back(FloatTensor{"base_model.model.model.layers.0.mlp.up_proj.lora_A.weight", {1}, {0}, "F32"});
-    expect(st, gen.config, "key 'base_model.model.model.layers.0.mlp.up_proj.lora_A.weight' is not a LoRA weight");
+    st.tensors.push_back(
+        FloatTensor{"base_model.model.model.layers.0.mlp.up_proj.lora_A.weight", {1}, {0}, "F32"});
+    expect(st, gen.config,
+           "key 'base_model.model.model.layers.0.mlp.up_proj.lora_A.weight' is not a LoRA weight");
   }
   {
     Safetensors st = gen.peft;
@@ -270,7 +287,8 @@ TEST(Lora, AdapterValidationNamesTheKey) {
     expect(st, gen.config, "mixes PEFT keys and stacked keys");
   }
   expect(gen.peft, "", "no LoRA scale");
-  expect(gen.peft, R"({"r": 8, "lora_alpha": 16})", "adapter config r = 8 but the adapter's matrices have rank 4");
+  expect(gen.peft, R"({"r": 8, "lora_alpha": 16})",
+         "adapter config r = 8 but the adapter's matrices have rank 4");
   {
     Safetensors st = gen.stacked;
     FloatTensor* b = const_cast<FloatTensor*>(st.Find("v_proj.B"));

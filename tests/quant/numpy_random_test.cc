@@ -40,7 +40,8 @@ for seed in (0, 1, 12345, 4294967295):
     std::vector<double> uni = ReadRaw<double>(dir / ("uniform_" + s + ".bin"));
     ASSERT_EQ(uni.size(), 3000u);
     NumpyRandomState b(seed);
-    for (size_t i = 0; i < uni.size(); ++i) ASSERT_EQ(BitsOf(b.RandomSample()), BitsOf(uni[i])) << i;
+    for (size_t i = 0; i < uni.size(); ++i)
+      ASSERT_EQ(BitsOf(b.RandomSample()), BitsOf(uni[i])) << i;
 
     std::vector<double> gauss = ReadRaw<double>(dir / ("gauss_" + s + ".bin"));
     ASSERT_EQ(gauss.size(), 5001u);

@@ -36,7 +36,9 @@ inline Safetensors OfficialDequant(const std::string& kase) {
   return st;
 }
 
-inline std::vector<uint8_t> FixtureBytes(const std::string& kase) { return ReadAll(Fixture(kase, "model.cact")); }
+inline std::vector<uint8_t> FixtureBytes(const std::string& kase) {
+  return ReadAll(Fixture(kase, "model.cact"));
+}
 
 inline std::vector<uint8_t> Serialize(const CactContents& c) {
   absl::StatusOr<std::vector<uint8_t>> b = SerializeCact(c, "test output");

@@ -44,7 +44,8 @@ TEST(Requant, AllFourBitToTheMixedScheme) {
     std::span<const uint8_t> before = in->blob(t);
     if (!t.is_cq() || t.name == "embedding" || t.name.starts_with("mhc_phi")) {
       EXPECT_EQ(r.action, TensorAction::kCopied) << t.name;
-      EXPECT_TRUE(std::equal(o.bytes.begin(), o.bytes.end(), before.begin(), before.end())) << t.name;
+      EXPECT_TRUE(std::equal(o.bytes.begin(), o.bytes.end(), before.begin(), before.end()))
+          << t.name;
       copied_cq += t.is_cq();
       continue;
     }
@@ -56,7 +57,8 @@ TEST(Requant, AllFourBitToTheMixedScheme) {
     absl::StatusOr<std::vector<float>> values = TensorValues(*in, t);
     ASSERT_TRUE(values.ok());
     const CqShape s{uint32_t(t.rows()), uint32_t(t.cols()), 128, 2};
-    EXPECT_EQ(o.bytes, PackBlob(QuantizeMatrix(values->data(), s, in->CodebookFor(2, 128)))) << t.name;
+    EXPECT_EQ(o.bytes, PackBlob(QuantizeMatrix(values->data(), s, in->CodebookFor(2, 128))))
+        << t.name;
     EXPECT_GT(r.rel_mse, 0.0);
   }
   EXPECT_EQ(copied_cq, 4u);

@@ -43,7 +43,8 @@ TEST(Scheme, FixtureRecordWidthsFollowTheirScheme) {
 }
 
 TEST(Scheme, LongestPrefixWinsAndEngramSitesMatch) {
-  absl::StatusOr<Scheme> s = ParseScheme(" attn=3 , attn.q_proj=4,engram=4,engram1=1.58,mhc_phi_res=2,mhc=3,default=2,");
+  absl::StatusOr<Scheme> s =
+      ParseScheme(" attn=3 , attn.q_proj=4,engram=4,engram1=1.58,mhc_phi_res=2,mhc=3,default=2,");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->BitsFor("layer05.q_proj"), 4u);
   EXPECT_EQ(s->BitsFor("layer05.k_proj"), 3u);
@@ -53,7 +54,8 @@ TEST(Scheme, LongestPrefixWinsAndEngramSitesMatch) {
   EXPECT_EQ(s->BitsFor("mhc_phi_res"), 2u);
   EXPECT_EQ(s->BitsFor("mhc_phi_pre"), 3u);
   EXPECT_EQ(s->BitsFor("embedding"), 2u);
-  EXPECT_EQ(s->ToString(), "attn=3,attn.q_proj=4,engram=4,engram1=1.58,mhc_phi_res=2,mhc=3,default=2");
+  EXPECT_EQ(s->ToString(),
+            "attn=3,attn.q_proj=4,engram=4,engram1=1.58,mhc_phi_res=2,mhc=3,default=2");
   EXPECT_EQ(WidthName(5), "1.58");
   EXPECT_EQ(WidthName(3), "3");
 }
@@ -77,12 +79,15 @@ TEST(Scheme, ErrorsNameTheEntryAndPosition) {
   const BadScheme cases[] = {
       {"embedding=4", "needs a default=BITS"},
       {"", "needs a default=BITS"},
-      {"embedding=5,default=2", "entry 1 \"embedding=5\" (at character 1): width \"5\" is not one of 2, 3, 4, 1.58"},
+      {"embedding=5,default=2",
+       "entry 1 \"embedding=5\" (at character 1): width \"5\" is not one of 2, 3, 4, 1.58"},
       {"embedding=4,mhc,default=2", "entry 2 \"mhc\" (at character 13): expected PREFIX=BITS"},
       {"=4,default=2", "entry 1 \"=4\" (at character 1): no tensor prefix"},
       {"default=2,default=3", "entry 2 \"default=3\" (at character 11): default is given twice"},
-      {"mhc=4,mhc=3,default=2", "entry 2 \"mhc=3\" (at character 7): prefix \"mhc\" is given twice"},
-      {"layer03.q_proj=4,default=2", "per-layer rules do not exist: layers are matched as \"attn.q_proj\""},
+      {"mhc=4,mhc=3,default=2",
+       "entry 2 \"mhc=3\" (at character 7): prefix \"mhc\" is given twice"},
+      {"layer03.q_proj=4,default=2",
+       "per-layer rules do not exist: layers are matched as \"attn.q_proj\""},
       {"emb-edding=4,default=2", "prefix may use only letters"},
       {"default=1.5", "width \"1.5\""},
       {"default=", "width \"\""},
@@ -109,10 +114,13 @@ TEST(Scheme, RulesThatMatchNoTensorAreNamed) {
   std::vector<std::string> names;
   for (const TensorSpec& t : CanonicalLayout(Geometry::Needle2(), {}))
     if (t.kind == TensorKind::kMatrix) names.push_back(t.name);
-  EXPECT_TRUE(CheckRulesMatch(*ParseScheme("embedding=4,mhc=4,attn.out_proj=3,engram1=2,default=2"), names).ok());
+  EXPECT_TRUE(
+      CheckRulesMatch(*ParseScheme("embedding=4,mhc=4,attn.out_proj=3,engram1=2,default=2"), names)
+          .ok());
   absl::Status st = CheckRulesMatch(*ParseScheme("embeding=4,atn=3,mhc=4,default=2"), names);
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("\"embeding\", \"atn\" matches no CQ tensor"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("\"embeding\", \"atn\" matches no CQ tensor"), std::string::npos)
+      << st.message();
   // engram2 does not exist in a 2-site model.
   EXPECT_FALSE(CheckRulesMatch(*ParseScheme("engram2=4,default=2"), names).ok());
 }

@@ -109,8 +109,12 @@ void* operator new[](size_t n, const std::nothrow_t&) noexcept {
     return nullptr;
   }
 }
-void* operator new(size_t n, std::align_val_t a) { return cact::reliability::AllocateAligned(n, a); }
-void* operator new[](size_t n, std::align_val_t a) { return cact::reliability::AllocateAligned(n, a); }
+void* operator new(size_t n, std::align_val_t a) {
+  return cact::reliability::AllocateAligned(n, a);
+}
+void* operator new[](size_t n, std::align_val_t a) {
+  return cact::reliability::AllocateAligned(n, a);
+}
 void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
   try {
     return cact::reliability::AllocateAligned(n, a);

@@ -44,7 +44,8 @@ std::vector<uint8_t> Pattern(size_t n, uint8_t seed) {
 }
 
 // Every entry of `dir` except `keep`.
-std::vector<std::string> OtherEntries(const std::string& dir, const std::vector<std::string>& keep) {
+std::vector<std::string> OtherEntries(const std::string& dir,
+                                      const std::vector<std::string>& keep) {
   std::vector<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
@@ -97,7 +98,8 @@ TEST(AtomicFileWriter, AbandonedWriteLeavesThePreviousFile) {
     auto w = AtomicFileWriter::Create(dir / "out.bin");
     ASSERT_TRUE(w.ok()) << w.status();
     ASSERT_TRUE(w->Write(Pattern(1 << 20, 2)).ok());
-    EXPECT_TRUE(IsHiddenTemp(fs::path(w->temp_path()).filename().string(), "out.bin")) << w->temp_path();
+    EXPECT_TRUE(IsHiddenTemp(fs::path(w->temp_path()).filename().string(), "out.bin"))
+        << w->temp_path();
     EXPECT_EQ(ReadAll(dir / "out.bin"), old) << "the output changed before Commit()";
   }
   EXPECT_EQ(ReadAll(dir / "out.bin"), old);
@@ -222,7 +224,8 @@ TEST(AtomicFileWriter, FormatWritersFailCleanlyOnASizeLimit) {
                 &msg),
             0);
   EXPECT_NE(msg.find(dir / "w.safetensors"), std::string::npos) << msg;
-  EXPECT_EQ(OtherEntries(dir.path(), {}), std::vector<std::string>{}) << "partial or temp file left";
+  EXPECT_EQ(OtherEntries(dir.path(), {}), std::vector<std::string>{})
+      << "partial or temp file left";
   // Without the limit both write (the test above failed for the right reason).
   ASSERT_TRUE(WriteCact(dir / "m.cact", c, 0).ok());
   EXPECT_EQ(ReadAll(dir / "m.cact"), ReadAll(Fixture("tiny", "model.cact")));
@@ -235,7 +238,8 @@ TEST(AtomicFileWriter, FullDiskIsACleanErrorWithNoPartialFile) {
   std::string msg;
   const int code = RunChild(
       [&](std::string* m) {
-        if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        if (unshare(CLONE_NEWNS) != 0 ||
+            mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
             mount("tmpfs", (dir / "mnt").c_str(), "tmpfs", 0, "size=256k") != 0) {
           *m = "cannot mount a tmpfs here";
           return 77;

@@ -42,7 +42,8 @@ void CheckCli(const std::string& path, const std::string& what) {
   const std::string msg(lib.status().message());
   EXPECT_EQ(summary.exit_code, 2) << summary.output;
   EXPECT_EQ(Lines(summary.output), 1u) << summary.output;
-  EXPECT_NE(summary.output.find(msg), std::string::npos) << "CLI: " << summary.output << "library: " << msg;
+  EXPECT_NE(summary.output.find(msg), std::string::npos)
+      << "CLI: " << summary.output << "library: " << msg;
   EXPECT_EQ(verify.exit_code, 1) << verify.output;
   EXPECT_EQ(Lines(verify.output), 1u) << verify.output;
 }
@@ -60,8 +61,8 @@ class CliCorruption : public ::testing::Test {
 
 TEST_F(CliCorruption, TruncationsExitTwoWithOneLine) {
   const size_t n = bytes_.size();
-  for (size_t len : {size_t(0), size_t(3), size_t(100), size_t(119), size_t(120), size_t(231), size_t(232),
-                     size_t(3575), size_t(3584), size_t(3585), n / 2, n - 1}) {
+  for (size_t len : {size_t(0), size_t(3), size_t(100), size_t(119), size_t(120), size_t(231),
+                     size_t(232), size_t(3575), size_t(3584), size_t(3585), n / 2, n - 1}) {
     const std::string path = dir_ / absl::StrCat("t", len, ".cact");
     WriteAll(path, std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + len));
     CheckCli(path, "truncated to " + std::to_string(len));

@@ -46,8 +46,10 @@ struct SweepTally {
         field = "record " + field.substr(field.find(") ") + 2);
       std::string grouped;
       for (char c : field)
-        if (!std::isdigit(static_cast<unsigned char>(c))) grouped += c;
-        else if (grouped.empty() || grouped.back() != 'N') grouped += 'N';
+        if (!std::isdigit(static_cast<unsigned char>(c)))
+          grouped += c;
+        else if (grouped.empty() || grouped.back() != 'N')
+          grouped += 'N';
       fields[grouped]++;
     }
     if (!o.problem.empty() || o.seconds > kMaxSecondsPerOpen) {
@@ -58,8 +60,8 @@ struct SweepTally {
     }
   }
   std::string Summary() const {
-    std::string s = std::to_string(opens) + " opens, " + std::to_string(accepted) +
-                    " accepted, " + std::to_string(rejected) + " rejected, max " +
+    std::string s = std::to_string(opens) + " opens, " + std::to_string(accepted) + " accepted, " +
+                    std::to_string(rejected) + " rejected, max " +
                     std::to_string(max_seconds * 1e3) + " ms; rejections by field:";
     for (const auto& [f, n] : fields) s += " [" + f + "] " + std::to_string(n) + ";";
     return s;

@@ -71,7 +71,8 @@ TEST_P(EngineEdgeGeometry, CactRunExitsCleanly) {
       EXPECT_EQ(r.exit_code, 2) << r.output.substr(0, 2000);
     }
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2)
-        << "exit " << r.exit_code << " (134 = abort, 139 = SIGSEGV through sh): " << r.output.substr(0, 2000);
+        << "exit " << r.exit_code
+        << " (134 = abort, 139 = SIGSEGV through sh): " << r.output.substr(0, 2000);
     if (r.exit_code == 2) {
       std::string out = r.output;
       while (!out.empty() && out.back() == '\n') out.pop_back();
@@ -84,8 +85,10 @@ INSTANTIATE_TEST_SUITE_P(
     Micro, EngineEdgeGeometry,
     ::testing::Values(
         EdgeCase{"Baseline", [](Geometry*, MicroOptions*) {}},
-        EdgeCase{"RegressionFastPathMhcLanes9", [](Geometry* g, MicroOptions*) { g->mhc_lanes = 9; }},
-        EdgeCase{"RegressionFastPathMhcLanes17", [](Geometry* g, MicroOptions*) { g->mhc_lanes = 17; }},
+        EdgeCase{"RegressionFastPathMhcLanes9",
+                 [](Geometry* g, MicroOptions*) { g->mhc_lanes = 9; }},
+        EdgeCase{"RegressionFastPathMhcLanes17",
+                 [](Geometry* g, MicroOptions*) { g->mhc_lanes = 17; }},
         EdgeCase{"RegressionKvCacheHeadDim1024",
                  [](Geometry* g, MicroOptions*) {
                    g->head_dim = 1024;

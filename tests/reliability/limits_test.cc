@@ -100,7 +100,8 @@ INSTANTIATE_TEST_SUITE_P(
         LyingCase{"ShapeProductOverflows",
                   [](auto* b) {
                     (*b)[RecordPos(1) + 1] = 4;
-                    for (int k = 0; k < 4; ++k) Put(b, RecordPos(1) + kRecShape + 4 * k, 0xFFFFFFFFu, 4);
+                    for (int k = 0; k < 4; ++k)
+                      Put(b, RecordPos(1) + kRecShape + 4 * k, 0xFFFFFFFFu, 4);
                   },
                   "overflows"},
         // embedding (CQ) [2^32-1, 2^32-1]: fits 64 bits but not the nbytes or the geometry.
@@ -119,29 +120,36 @@ INSTANTIATE_TEST_SUITE_P(
                     Put(b, RecordPos(1) + kRecNbytes, 1ull << 52, 8);
                   },
                   "(layer00.norm_in) offset"},
-        LyingCase{"OffsetPastEnd", [](auto* b) { Put(b, RecordPos(1) + kRecOffset, 1ull << 63, 8); },
+        LyingCase{"OffsetPastEnd",
+                  [](auto* b) { Put(b, RecordPos(1) + kRecOffset, 1ull << 63, 8); },
                   "(layer00.norm_in) offset"},
         LyingCase{"OffsetPlusNbytesWraps",
                   [](auto* b) { Put(b, RecordPos(1) + kRecOffset, ~uint64_t(63), 8); },
                   "(layer00.norm_in) offset"},
-        LyingCase{"OffsetInsideDirectory", [](auto* b) { Put(b, RecordPos(1) + kRecOffset, 64, 8); },
+        LyingCase{"OffsetInsideDirectory",
+                  [](auto* b) { Put(b, RecordPos(1) + kRecOffset, 64, 8); },
                   "(layer00.norm_in) offset"},
-        LyingCase{"RawNbytesHuge", [](auto* b) { Put(b, RecordPos(kTok) + kRecNbytes, 1ull << 40, 8); },
+        LyingCase{"RawNbytesHuge",
+                  [](auto* b) { Put(b, RecordPos(kTok) + kRecNbytes, 1ull << 40, 8); },
                   "(tokenizer) offset"},
-        LyingCase{"RawNbytesMax", [](auto* b) { Put(b, RecordPos(kTok) + kRecNbytes, ~uint64_t(0), 8); },
+        LyingCase{"RawNbytesMax",
+                  [](auto* b) { Put(b, RecordPos(kTok) + kRecNbytes, ~uint64_t(0), 8); },
                   "(tokenizer) offset"},
         LyingCase{"RawNbytesShort",
                   [](auto* b) {
-                    Put(b, RecordPos(kTok) + kRecNbytes, Get(*b, RecordPos(kTok) + kRecNbytes, 8) - 1, 8);
+                    Put(b, RecordPos(kTok) + kRecNbytes,
+                        Get(*b, RecordPos(kTok) + kRecNbytes, 8) - 1, 8);
                   },
                   "end of file"},
-        LyingCase{"RawNbytesTiny", [](auto* b) { Put(b, RecordPos(kTok) + kRecNbytes, 3, 8); }, "end of file"},
+        LyingCase{"RawNbytesTiny", [](auto* b) { Put(b, RecordPos(kTok) + kRecNbytes, 3, 8); },
+                  "end of file"},
         LyingCase{"TokenizerHugePieceCount",
                   [](auto* b) { Put(b, Get(*b, RecordPos(kTok) + kRecOffset, 8), 0xFFFFFFFFu, 4); },
                   "tokenizer n_pieces"},
-        LyingCase{"TokenizerPieceLengthMax",
-                  [](auto* b) { Put(b, Get(*b, RecordPos(kTok) + kRecOffset, 8) + 24 + 5, 0xFFFF, 2); },
-                  "tokenizer piece 0 length"}),
+        LyingCase{
+            "TokenizerPieceLengthMax",
+            [](auto* b) { Put(b, Get(*b, RecordPos(kTok) + kRecOffset, 8) + 24 + 5, 0xFFFF, 2); },
+            "tokenizer piece 0 length"}),
     [](const ::testing::TestParamInfo<LyingCase>& i) { return i.param.name; });
 
 // The tokenizer parser on its own: a 24-byte blob claiming 2^32-1 pieces.
@@ -268,7 +276,8 @@ TEST(AllocationProbe, SeesALargeAllocation) {
 }
 
 TEST(AllocationProbe, ChildOverTheLimitDoesNotExitCleanly) {
-  if (reliability::kAddressSanitizer) GTEST_SKIP() << "no RLIMIT_AS under ASan (its shadow memory needs terabytes of address space)";
+  if (reliability::kAddressSanitizer)
+    GTEST_SKIP() << "no RLIMIT_AS under ASan (its shadow memory needs terabytes of address space)";
   ChildResult r = RunInChildWithAddressSpaceLimit(
       [] {
         std::vector<uint8_t> big(1ull << 30, 1);

@@ -56,10 +56,12 @@ TEST(RegressionLoraRegexStackOverflow, HugeLayerIndexIsACleanError) {
 }
 
 TEST(RegressionLoraRegexStackOverflow, HugeAdapterNameIsACleanError) {
-  const std::string key = "layers.1.self_attn.q_proj.lora_A." + std::string(200000, 'a') + ".weight";
+  const std::string key =
+      "layers.1.self_attn.q_proj.lora_A." + std::string(200000, 'a') + ".weight";
   ChildResult r = ParseInChild(AdapterWithKey(key));
   EXPECT_TRUE(r.exited && r.exit_code == 0)
-      << r.describe() << " (quant/lora.cc: std::regex recursion on a 200,000-character adapter name)";
+      << r.describe()
+      << " (quant/lora.cc: std::regex recursion on a 200,000-character adapter name)";
 }
 
 // Long keys that match neither layout are already rejected cleanly: the regexes only recurse
@@ -110,7 +112,8 @@ TEST(RegressionLoraRegexStackOverflow, CliExitsTwoWithOneLine) {
   const std::string key = "layers." + std::string(200000, '1') + ".self_attn.q_proj.lora_A.weight";
   ASSERT_TRUE(WriteSafetensors(dir / "evil.safetensors", AdapterWithKey(key)).ok());
   auto r = testing::Run(testing::Tool("cact-quant") + " lora " + Fixture("tiny", "model.cact") +
-                        " --adapter " + (dir / "evil.safetensors") + " --scale 1 -o " + (dir / "out.cact"));
+                        " --adapter " + (dir / "evil.safetensors") + " --scale 1 -o " +
+                        (dir / "out.cact"));
   EXPECT_EQ(r.signal, 0) << "killed by signal " << r.signal;
   EXPECT_EQ(r.exit_code, 2) << r.output.substr(0, 300);
   EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output.substr(0, 300);

@@ -52,7 +52,14 @@ inline TokenizerBlob MicroTokenizer(uint32_t vocab) {
   add("<s>", PieceType::kControl, 0);
   add("<unk>", PieceType::kUnknown, 0);
   for (const std::string& m : ChatMarkers()) add(m, PieceType::kUserDefined, 0);
-  const char* normal[] = {"\xE2\x96\x81", "a", "b", "ab", "\xE2\x96\x81" "a", "ba", "\xC3\xA9"};
+  const char* normal[] = {"\xE2\x96\x81",
+                          "a",
+                          "b",
+                          "ab",
+                          "\xE2\x96\x81"
+                          "a",
+                          "ba",
+                          "\xC3\xA9"};
   float score = -1;
   for (const char* s : normal) add(s, PieceType::kNormal, score--);
   for (int b = 0; t.pieces.size() < vocab; ++b) {
@@ -85,7 +92,9 @@ struct MicroOptions {
 };
 
 // FP16 bits of a value in [0.5, 2) with a random mantissa: keeps activations tame.
-inline uint16_t PlausibleHalf(std::mt19937& rng) { return uint16_t((14 + rng() % 2) << 10 | (rng() & 0x3FF)); }
+inline uint16_t PlausibleHalf(std::mt19937& rng) {
+  return uint16_t((14 + rng() % 2) << 10 | (rng() & 0x3FF));
+}
 
 inline CactContents MicroContents(const Geometry& g, const MicroOptions& o = {}) {
   std::mt19937 rng(o.seed);
@@ -112,10 +121,12 @@ inline CactContents MicroContents(const Geometry& g, const MicroOptions& o = {})
       t.record.bits = s.bits;
       t.bytes.resize(s.code_bytes());
       for (auto& v : t.bytes) v = uint8_t(rng());
-      for (uint64_t i = 0; i < uint64_t(s.out) * s.groups(); ++i) push_half(&t.bytes, PlausibleHalf(rng));
+      for (uint64_t i = 0; i < uint64_t(s.out) * s.groups(); ++i)
+        push_half(&t.bytes, PlausibleHalf(rng));
     } else if (spec.name == "heads.manifest") {  // codes 1 / 2 as FP16 1.0 / 2.0
       t.record.dtype = DType::kFP16;
-      for (const ProbeHeadSpec& h : o.heads) push_half(&t.bytes, h.kind == ProbeHead::kContrastive ? 0x3C00 : 0x4000);
+      for (const ProbeHeadSpec& h : o.heads)
+        push_half(&t.bytes, h.kind == ProbeHead::kContrastive ? 0x3C00 : 0x4000);
     } else {
       t.record.dtype = (o.fp32_vectors && k++ % 5 == 0) ? DType::kFP32 : DType::kFP16;
       uint64_t n = 1;

@@ -18,15 +18,15 @@ namespace cact {
 namespace {
 
 namespace fs = std::filesystem;
+using reliability::ExpectPreviousOrComplete;
+using reliability::SigkillWhileWriting;
+using reliability::SizeLimitedWrite;
+using reliability::Spawn;
 using testing::Fixture;
 using testing::ReadAll;
 using testing::TempDir;
 using testing::Tool;
 using testing::WriteAll;
-using reliability::ExpectPreviousOrComplete;
-using reliability::SigkillWhileWriting;
-using reliability::Spawn;
-using reliability::SizeLimitedWrite;
 
 TEST(ToolAtomicWrites, CactQuantSynthKilledWhileWritingKeepsThePreviousOutput) {
   ASSERT_TOOL_BUILT("cact-quant");
@@ -35,9 +35,10 @@ TEST(ToolAtomicWrites, CactQuantSynthKilledWhileWritingKeepsThePreviousOutput) {
 
 TEST(ToolAtomicWrites, CactQuantBuildKilledWhileWritingKeepsThePreviousOutput) {
   ASSERT_TOOL_BUILT("cact-quant");
-  SigkillWhileWriting({Tool("cact-quant"), "build", "--weights", Fixture("tiny", "weights.safetensors"),
-                       "--base", Fixture("tiny", "model.cact"), "--force-requantize", "-q"},
-                      "out.cact");
+  SigkillWhileWriting(
+      {Tool("cact-quant"), "build", "--weights", Fixture("tiny", "weights.safetensors"), "--base",
+       Fixture("tiny", "model.cact"), "--force-requantize", "-q"},
+      "out.cact");
 }
 
 // Kills at a spread of delays (whatever phase the tool is in): the output is always the
@@ -48,7 +49,8 @@ TEST(ToolAtomicWrites, CactQuantKilledAtAnyMomentNeverLeavesAPartialFile) {
   const std::vector<uint8_t> previous = ReadAll(Fixture("odd", "model.cact"));
   for (int delay_ms : {0, 5, 20, 60, 150, 300, 500, 800}) {
     WriteAll(dir / "out.cact", previous);
-    const pid_t pid = Spawn({Tool("cact-quant"), "synth", "--preset", "small", "-q", "-o", dir / "out.cact"});
+    const pid_t pid =
+        Spawn({Tool("cact-quant"), "synth", "--preset", "small", "-q", "-o", dir / "out.cact"});
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(pid, SIGKILL);
@@ -69,20 +71,25 @@ TEST(ToolAtomicWrites, CactQuantOnASizeLimitFailsCleanlyWithNoPartialFile) {
   SizeLimitedWrite(Tool("cact-quant") + " synth --preset small -q", "out.cact.zst");
 }
 
-// A really full filesystem (ENOSPC): a 64 KB tmpfs in a private mount namespace (util-linux unshare).
+// A really full filesystem (ENOSPC): a 64 KB tmpfs in a private mount namespace (util-linux
+// unshare).
 TEST(ToolAtomicWrites, CactQuantOnAFullDiskFailsCleanlyWithNoPartialFile) {
   ASSERT_TOOL_BUILT("cact-quant");
   TempDir dir;
   fs::create_directory(dir / "mnt");
-  auto probe = testing::Run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + (dir / "mnt") + "'");
-  if (probe.exit_code != 0) GTEST_SKIP() << "this machine does not let us mount a tmpfs (needs root): " << probe.output;
+  auto probe =
+      testing::Run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + (dir / "mnt") + "'");
+  if (probe.exit_code != 0)
+    GTEST_SKIP() << "this machine does not let us mount a tmpfs (needs root): " << probe.output;
   const std::string out = dir / "mnt/out.cact";
-  auto r = testing::Run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + (dir / "mnt") + " && printf old > " + out +
-               " && " + Tool("cact-quant") + " synth --preset small -q -o " + out +
-               "; echo \"rc=$?\"; cat " + out + "; echo; ls -A " + (dir / "mnt") + "'");
+  auto r = testing::Run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + (dir / "mnt") +
+                        " && printf old > " + out + " && " + Tool("cact-quant") +
+                        " synth --preset small -q -o " + out + "; echo \"rc=$?\"; cat " + out +
+                        "; echo; ls -A " + (dir / "mnt") + "'");
   EXPECT_TRUE(r.output.find("rc=1\nold\nout.cact\n") != std::string::npos ||
               r.output.find("rc=2\nold\nout.cact\n") != std::string::npos)
-      << "expected an error exit, the previous content and no other file:\n" << r.output;
+      << "expected an error exit, the previous content and no other file:\n"
+      << r.output;
   EXPECT_NE(r.output.find("No space left on device"), std::string::npos) << r.output;
 }
 

@@ -9,18 +9,20 @@
 namespace cact {
 namespace {
 
+using reliability::SigkillWhileWriting;
+using reliability::SizeLimitedWrite;
 using testing::Fixture;
 using testing::TempDir;
 using testing::Tool;
-using reliability::SigkillWhileWriting;
-using reliability::SizeLimitedWrite;
 
 TEST(ToolAtomicWrites, CactTorchImportKilledOrOnASizeLimitKeepsThePreviousOutput) {
   ASSERT_TOOL_BUILT("cact-torch");
   TempDir pt;
-  auto exported = testing::Run(Tool("cact-torch") + " export " + Fixture("tiny", "model.cact") + " -o " + (pt / "m.pt"));
+  auto exported = testing::Run(Tool("cact-torch") + " export " + Fixture("tiny", "model.cact") +
+                               " -o " + (pt / "m.pt"));
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
-  SigkillWhileWriting({Tool("cact-torch"), "import", pt / "m.pt", "--force-requantize"}, "out.cact");
+  SigkillWhileWriting({Tool("cact-torch"), "import", pt / "m.pt", "--force-requantize"},
+                      "out.cact");
   SizeLimitedWrite(Tool("cact-torch") + " import " + (pt / "m.pt"), "out.cact");
 }
 

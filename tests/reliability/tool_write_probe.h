@@ -51,7 +51,7 @@ struct KillOutcome {
 
 // Runs `argv` (which writes dir/output); SIGKILLs it as soon as its temp file appears.
 inline KillOutcome KillWhenWriting(const std::vector<std::string>& argv, const std::string& dir,
-                            const std::string& output) {
+                                   const std::string& output) {
   KillOutcome k;
   const pid_t pid = Spawn(argv);
   if (pid < 0) return k;
@@ -78,14 +78,16 @@ inline KillOutcome KillWhenWriting(const std::vector<std::string>& argv, const s
 
 // After any interruption the output is the previous bytes, or (if the rename happened) a
 // complete file that validates; never anything else.
-inline void ExpectPreviousOrComplete(const std::string& path, const std::vector<uint8_t>& previous) {
+inline void ExpectPreviousOrComplete(const std::string& path,
+                                     const std::vector<uint8_t>& previous) {
   const std::vector<uint8_t> now = testing::ReadAll(path);
   if (now == previous) return;
   auto f = CactFile::Open(path);
   EXPECT_TRUE(f.ok()) << path << " is neither the previous output nor a valid file: " << f.status();
 }
 
-inline void SigkillWhileWriting(const std::vector<std::string>& argv_without_output, const std::string& output) {
+inline void SigkillWhileWriting(const std::vector<std::string>& argv_without_output,
+                                const std::string& output) {
   testing::TempDir dir;
   const std::vector<uint8_t> previous = testing::ReadAll(testing::Fixture("odd", "model.cact"));
   int caught = 0;
@@ -97,18 +99,22 @@ inline void SigkillWhileWriting(const std::vector<std::string>& argv_without_out
     KillOutcome k = KillWhenWriting(argv, dir.path(), output);
     if (k.killed_while_writing) {
       ++caught;
-      EXPECT_EQ(testing::ReadAll(dir / output), previous) << "killed mid-write but the output changed";
+      EXPECT_EQ(testing::ReadAll(dir / output), previous)
+          << "killed mid-write but the output changed";
     } else {
       ExpectPreviousOrComplete(dir / output, previous);
     }
-    for (const auto& e : std::filesystem::directory_iterator(dir.path())) std::filesystem::remove(e.path());
+    for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+      std::filesystem::remove(e.path());
   }
   EXPECT_GE(caught, 1) << "never caught the tool while its temp file existed (too fast to kill?)";
 }
 
 // A failed output write is an error exit (cact-quant: 1 for output I/O, 2 for bad input),
 // never a signal.
-inline bool ErrorExit(const testing::CommandResult& r) { return r.signal == 0 && (r.exit_code == 1 || r.exit_code == 2); }
+inline bool ErrorExit(const testing::CommandResult& r) {
+  return r.signal == 0 && (r.exit_code == 1 || r.exit_code == 2);
+}
 
 // A file-size limit (EFBIG, as on a full disk, with SIGXFSZ ignored so the tool sees the error).
 inline void SizeLimitedWrite(const std::string& command_without_output, const std::string& output) {
@@ -116,12 +122,15 @@ inline void SizeLimitedWrite(const std::string& command_without_output, const st
   const std::vector<uint8_t> previous(1000, 0x5A);
   testing::WriteAll(dir / output, previous);
   // dash's `ulimit -f` counts 512-byte blocks: 128 = 64 KB.
-  auto r = testing::Run("trap '' XFSZ; ulimit -f 128; exec " + command_without_output + " -o " + (dir / output));
-  EXPECT_TRUE(ErrorExit(r)) << "exit " << r.exit_code << ", signal " << r.signal << ": " << r.output;
+  auto r = testing::Run("trap '' XFSZ; ulimit -f 128; exec " + command_without_output + " -o " +
+                        (dir / output));
+  EXPECT_TRUE(ErrorExit(r)) << "exit " << r.exit_code << ", signal " << r.signal << ": "
+                            << r.output;
   std::string last = r.output;
   while (!last.empty() && last.back() == '\n') last.pop_back();
   last = last.substr(last.rfind('\n') == std::string::npos ? 0 : last.rfind('\n') + 1);
-  EXPECT_NE(last.find(output), std::string::npos) << "the error line should name the output: " << last;
+  EXPECT_NE(last.find(output), std::string::npos)
+      << "the error line should name the output: " << last;
   EXPECT_EQ(testing::ReadAll(dir / output), previous) << "the previous output changed";
   for (const auto& e : std::filesystem::directory_iterator(dir.path()))
     EXPECT_EQ(e.path().filename().string(), output) << "left behind: " << e.path();

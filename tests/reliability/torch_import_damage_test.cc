@@ -42,7 +42,8 @@ size_t CentralEntry(const std::vector<uint8_t>& z, const std::string& suffix) {
   for (size_t i = 0; i < entries && p + 46 <= z.size() && U32(z, p) == 0x02014b50; ++i) {
     const size_t n = U16(z, p + 28), extra = U16(z, p + 30), comment = U16(z, p + 32);
     const std::string name(z.begin() + p + 46, z.begin() + p + 46 + n);
-    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+    if (name.size() >= suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
         U32(z, p + 42) + 30 <= z.size()) {
       return p;
     }
@@ -110,8 +111,8 @@ std::vector<Damage> DamagedCopies(const std::vector<uint8_t>& pt) {
     double at;  // fraction into the member
   };
   for (const Flip& f : {Flip{"data.pkl", 0.0}, Flip{"data.pkl", 0.5}, Flip{"data.pkl", 0.97},
-                        Flip{"code/__torch__/cact.py", 0.3}, Flip{"version", 0.0}, Flip{"constants.pkl", 0.5},
-                        Flip{"data/0", 0.5}}) {
+                        Flip{"code/__torch__/cact.py", 0.3}, Flip{"version", 0.0},
+                        Flip{"constants.pkl", 0.5}, Flip{"data/0", 0.5}}) {
     size_t size = 0;
     const size_t data = MemberData(pt, f.member, &size);
     if (data == std::string::npos || size == 0) continue;
@@ -127,27 +128,32 @@ std::vector<Damage> DamagedCopies(const std::vector<uint8_t>& pt) {
 TEST(TorchImportDamage, DamagedArchivesExitCleanly) {
   ASSERT_EQ(access(TorchTool().c_str(), X_OK), 0) << "cact-torch is not built: " << TorchTool();
   TempDir dir;
-  auto exported = testing::Run(TorchTool() + " export " + Fixture("tiny", "model.cact") + " -o " + (dir / "m.pt"));
+  auto exported = testing::Run(TorchTool() + " export " + Fixture("tiny", "model.cact") + " -o " +
+                               (dir / "m.pt"));
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
   const std::vector<uint8_t> pt = ReadAll(dir / "m.pt");
   size_t size = 0;
-  ASSERT_NE(MemberData(pt, "data.pkl", &size), std::string::npos) << "no data.pkl in the exported archive";
+  ASSERT_NE(MemberData(pt, "data.pkl", &size), std::string::npos)
+      << "no data.pkl in the exported archive";
   int rejected = 0;
   for (const Damage& d : DamagedCopies(pt)) {
     SCOPED_TRACE(d.what);
     WriteAll(dir / "bad.pt", d.bytes);
     std::filesystem::remove(dir / "out.cact");
-    auto r = testing::Run(TorchTool() + " import " + (dir / "bad.pt") + " -o " + (dir / "out.cact"));
+    auto r =
+        testing::Run(TorchTool() + " import " + (dir / "bad.pt") + " -o " + (dir / "out.cact"));
     EXPECT_EQ(r.signal, 0);
     EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 2)
         << "exit " << r.exit_code << " (134 abort, 139 SIGSEGV): " << r.output.substr(0, 1500);
     if (r.exit_code == 0) {
-      EXPECT_TRUE(CactFile::Open(dir / "out.cact").ok()) << "import succeeded but wrote an invalid file";
+      EXPECT_TRUE(CactFile::Open(dir / "out.cact").ok())
+          << "import succeeded but wrote an invalid file";
     } else {
       ++rejected;
       std::string out = r.output;
       while (!out.empty() && out.back() == '\n') out.pop_back();
-      EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 0) << "more than one line:\n" << out.substr(0, 1500);
+      EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 0) << "more than one line:\n"
+                                                             << out.substr(0, 1500);
       EXPECT_FALSE(std::filesystem::exists(dir / "out.cact")) << "a failed import left an output";
     }
   }
@@ -164,7 +170,8 @@ ImportResult ImportBytes(const TempDir& dir, const std::vector<uint8_t>& pt) {
   WriteAll(dir / "bad.pt", pt);
   std::filesystem::remove(dir / "out.cact");
   auto r = testing::Run(TorchTool() + " import " + (dir / "bad.pt") + " -o " + (dir / "out.cact"));
-  return {r.exit_code, r.signal, r.output.substr(0, 1500), std::filesystem::exists(dir / "out.cact")};
+  return {r.exit_code, r.signal, r.output.substr(0, 1500),
+          std::filesystem::exists(dir / "out.cact")};
 }
 
 // Regressions from fuzz_torch_import: damage that libtorch 1.13 does not notice itself. Each
@@ -173,7 +180,8 @@ class TorchImportRegression : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(access(TorchTool().c_str(), X_OK), 0) << "cact-torch is not built: " << TorchTool();
-    auto exported = testing::Run(TorchTool() + " export " + Fixture("tiny", "model.cact") + " -o " + (dir_ / "m.pt"));
+    auto exported = testing::Run(TorchTool() + " export " + Fixture("tiny", "model.cact") + " -o " +
+                                 (dir_ / "m.pt"));
     ASSERT_EQ(exported.exit_code, 0) << exported.output;
     pt_ = ReadAll(dir_ / "m.pt");
   }
@@ -203,7 +211,8 @@ class TorchImportRegression : public ::testing::Test {
     EXPECT_NE(pkl, std::string::npos);
     if (pkl == std::string::npos) return pt_;
     const std::vector<uint8_t> put256 = {'r', 0x00, 0x01, 0x00, 0x00};
-    auto at = std::search(pt_.begin() + pkl, pt_.begin() + pkl + size, put256.begin(), put256.end());
+    auto at =
+        std::search(pt_.begin() + pkl, pt_.begin() + pkl + size, put256.begin(), put256.end());
     EXPECT_NE(at, pt_.begin() + pkl + size) << "no LONG_BINPUT 256 in data.pkl";
     std::vector<uint8_t> bad = pt_;
     if (at == pt_.begin() + pkl + size) return bad;
@@ -261,8 +270,8 @@ TEST_F(TorchImportRegression, UntypedClassAttributeInCode) {
       "dst.close()\n"
       "sys.exit(0 if done else 3)\n";
   WriteAll(dir_ / "damage.py", std::vector<uint8_t>(script.begin(), script.end()));
-  auto made = testing::Run(std::string(CACT_PYTHON) + " " + (dir_ / "damage.py") + " " + (dir_ / "m.pt") + " " +
-                           (dir_ / "untyped.pt"));
+  auto made = testing::Run(std::string(CACT_PYTHON) + " " + (dir_ / "damage.py") + " " +
+                           (dir_ / "m.pt") + " " + (dir_ / "untyped.pt"));
   ASSERT_EQ(made.exit_code, 0) << "no '__buffers__ = ' line in the exported code: " << made.output;
   ExpectRejected(ReadAll(dir_ / "untyped.pt"), "'__buffers_x' assigned without a type");
 }

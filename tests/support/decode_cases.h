@@ -20,7 +20,8 @@ struct DecodeCase {
 inline void PrintTo(const DecodeCase& c, std::ostream* os) { *os << c.kase << "/" << c.suffix(); }
 
 inline std::vector<DecodeCase> DecodeCasesOf(const std::string& kase) {
-  return {{kase, "s0"}, {kase, "s1"}, {kase, "s2"}, {kase, "s2", 16, 4}, {kase, "s2", 16, 0}, {kase, "s2", 8, 2}};
+  return {{kase, "s0"},        {kase, "s1"},        {kase, "s2"},
+          {kase, "s2", 16, 4}, {kase, "s2", 16, 0}, {kase, "s2", 8, 2}};
 }
 
 }  // namespace cact::testing

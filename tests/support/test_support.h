@@ -63,14 +63,17 @@ inline CommandResult Run(const std::string& cmd) {
   size_t n;
   while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
   int st = pclose(p);
-  if (WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-  else if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
+  if (WIFEXITED(st))
+    r.exit_code = WEXITSTATUS(st);
+  else if (WIFSIGNALED(st))
+    r.signal = WTERMSIG(st);
   return r;
 }
 
 inline std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),
+                              std::istreambuf_iterator<char>());
 }
 inline void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream f(path, std::ios::binary);
@@ -81,5 +84,6 @@ inline void WriteAll(const std::string& path, const std::vector<uint8_t>& bytes)
 
 // Fails the calling test when a tool it runs is missing. Test binaries depend on the tools
 // they run (tests/CMakeLists.txt), so a missing tool is a broken build, never a skip.
-#define ASSERT_TOOL_BUILT(name) \
-  ASSERT_TRUE(::cact::testing::ToolBuilt(name)) << (name) << " is not built: " << ::cact::testing::Tool(name)
+#define ASSERT_TOOL_BUILT(name)                 \
+  ASSERT_TRUE(::cact::testing::ToolBuilt(name)) \
+      << (name) << " is not built: " << ::cact::testing::Tool(name)

@@ -124,7 +124,8 @@ TEST(TorchModule, ProbeHeadsMatchEngine) {
     ASSERT_TRUE(conf.ok() && retr.ok());
     ASSERT_EQ(conf->size(), 1u);
     ASSERT_TRUE(want->has_confidence);
-    EXPECT_NEAR((*conf)[0], want->confidence, 1e-4 * std::max(1.0f, std::fabs(want->confidence))) << seq;
+    EXPECT_NEAR((*conf)[0], want->confidence, 1e-4 * std::max(1.0f, std::fabs(want->confidence)))
+        << seq;
     EXPECT_LE(MaxRelErr(*retr, want->retrieval), 1e-4) << seq;
   }
 }

@@ -80,7 +80,8 @@ void AddRankOne(FloatTensor* t, float scale) {
   const float rms = float(std::sqrt(ss / double(t->data.size())));
   for (uint32_t r = 0; r < rows; ++r)
     for (uint32_t c = 0; c < cols; ++c)
-      t->data[size_t(r) * cols + c] += scale * rms * std::sin(0.37f * r + 1.0f) * std::cos(0.11f * c);
+      t->data[size_t(r) * cols + c] +=
+          scale * rms * std::sin(0.37f * r + 1.0f) * std::cos(0.11f * c);
 }
 
 std::vector<std::string> ChangedTensors(const std::string& a, const std::string& b) {
@@ -98,9 +99,8 @@ std::vector<std::string> ChangedTensors(const std::string& a, const std::string&
 
 TEST(Return, EditedMatrixIsRequantizedAtItsWidthAndNothingElseChanges) {
   TempDir dir;
-  const std::string st = EditedSafetensors(dir, "odd", [](Safetensors* s) {
-    AddRankOne(FindMutable(s, "layer02.v_proj"), 0.05f);
-  });
+  const std::string st = EditedSafetensors(
+      dir, "odd", [](Safetensors* s) { AddRankOne(FindMutable(s, "layer02.v_proj"), 0.05f); });
   ImportRequest req{st, Fixture("odd", "model.cact"), dir / "edited.cact", {}};
   auto r = ImportToCact(req);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -119,9 +119,8 @@ TEST(Return, EditedMatrixIsRequantizedAtItsWidthAndNothingElseChanges) {
 
 TEST(Return, EditedFp16VectorIsRounded) {
   TempDir dir;
-  const std::string st = EditedSafetensors(dir, "tiny", [](Safetensors* s) {
-    FindMutable(s, "layer01.post_norm")->data[3] += 0.25f;
-  });
+  const std::string st = EditedSafetensors(
+      dir, "tiny", [](Safetensors* s) { FindMutable(s, "layer01.post_norm")->data[3] += 0.25f; });
   auto r = ImportToCact({st, Fixture("tiny", "model.cact"), dir / "edited.cact", {}});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->changed(), 1u);
@@ -190,9 +189,8 @@ TEST(Return, ForceRequantizeRebuildsEveryCqTensorFromItsValues) {
 TEST(Return, MissingOrReshapedTensorsAreClearErrors) {
   TempDir dir;
   {
-    const std::string st = EditedSafetensors(dir, "tiny", [](Safetensors* s) {
-      s->tensors.erase(s->tensors.begin() + 5);
-    });
+    const std::string st = EditedSafetensors(
+        dir, "tiny", [](Safetensors* s) { s->tensors.erase(s->tensors.begin() + 5); });
     auto r = ImportToCact({st, Fixture("tiny", "model.cact"), dir / "x.cact", {}});
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("is missing"), std::string::npos) << r.status();
@@ -204,7 +202,8 @@ TEST(Return, MissingOrReshapedTensorsAreClearErrors) {
     });
     auto r = ImportToCact({st, Fixture("tiny", "model.cact"), dir / "x.cact", {}});
     ASSERT_FALSE(r.ok());
-    EXPECT_NE(r.status().message().find("layer00.k_proj' has shape"), std::string::npos) << r.status();
+    EXPECT_NE(r.status().message().find("layer00.k_proj' has shape"), std::string::npos)
+        << r.status();
   }
   {
     const std::string st = EditedSafetensors(dir, "tiny", [](Safetensors* s) {
@@ -215,9 +214,8 @@ TEST(Return, MissingOrReshapedTensorsAreClearErrors) {
     EXPECT_NE(r.status().message().find("layer00.lora_A"), std::string::npos) << r.status();
   }
   {
-    const std::string st = EditedSafetensors(dir, "tiny", [](Safetensors* s) {
-      FindMutable(s, "layer00.q_proj")->data[0] = NAN;
-    });
+    const std::string st = EditedSafetensors(
+        dir, "tiny", [](Safetensors* s) { FindMutable(s, "layer00.q_proj")->data[0] = NAN; });
     auto r = ImportToCact({st, Fixture("tiny", "model.cact"), dir / "x.cact", {}});
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.status().message().find("non-finite"), std::string::npos) << r.status();
@@ -228,7 +226,8 @@ TEST(Return, MissingOrReshapedTensorsAreClearErrors) {
 TEST(Return, ForeignInputsAreClearErrors) {
   TempDir dir;
   // safetensors without its base .cact
-  auto no_base = ImportToCact({Fixture("tiny", "weights.safetensors"), std::nullopt, dir / "x.cact", {}});
+  auto no_base =
+      ImportToCact({Fixture("tiny", "weights.safetensors"), std::nullopt, dir / "x.cact", {}});
   ASSERT_FALSE(no_base.ok());
   EXPECT_NE(no_base.status().message().find("needs its base .cact"), std::string::npos);
   // a zip that is not a TorchScript archive
@@ -238,7 +237,8 @@ TEST(Return, ForeignInputsAreClearErrors) {
   EXPECT_NE(fake.status().message().find("not a loadable TorchScript archive"), std::string::npos)
       << fake.status();
   // a .cact given as the model
-  auto cact = ImportToCact({Fixture("tiny", "model.cact"), Fixture("tiny", "model.cact"), dir / "x.cact", {}});
+  auto cact = ImportToCact(
+      {Fixture("tiny", "model.cact"), Fixture("tiny", "model.cact"), dir / "x.cact", {}});
   EXPECT_FALSE(cact.ok());
   // a truncated module
   std::vector<uint8_t> pt = ReadAll(Exported("tiny").pt);
@@ -255,8 +255,8 @@ TEST(Return, ForeignInputsAreClearErrors) {
 TEST(Return, OfficialFloatWeightsReproduceTheExportersFile) {
   for (const std::string& kase : FixtureCases()) {
     TempDir dir;
-    auto r = ImportToCact({Fixture(kase, "weights.safetensors"), Fixture(kase, "model.cact"),
-                           dir / "w.cact", {}});
+    auto r = ImportToCact(
+        {Fixture(kase, "weights.safetensors"), Fixture(kase, "model.cact"), dir / "w.cact", {}});
     ASSERT_TRUE(r.ok()) << r.status();
     size_t cq = 0;
     for (const auto& d : r->decisions) cq += d.action == ReturnAction::kRequantized;

@@ -56,7 +56,9 @@ void CheckAgainstEngine(const std::string& preset, size_t num_tokens) {
   const std::vector<int64_t> tokens = SomeTokens((*model)->vocab(), num_tokens);
   const std::vector<int32_t> tokens32(tokens.begin(), tokens.end());
   for (AttentionWindow w : {AttentionWindow{0, 0}, AttentionWindow{6, 2}}) {
-    auto got = (*torch_model)->Logits(tokens, 1, w.window ? std::optional<int64_t>(w.window) : std::nullopt, w.sink);
+    auto got =
+        (*torch_model)
+            ->Logits(tokens, 1, w.window ? std::optional<int64_t>(w.window) : std::nullopt, w.sink);
     ASSERT_TRUE(got.ok()) << got.status();
     ForwardOptions opt;
     opt.attn = w;
@@ -74,7 +76,8 @@ void CheckAgainstEngine(const std::string& preset, size_t num_tokens) {
       auto conf = (*torch_model)->Confidence(tokens, 1);
       auto retr = (*torch_model)->Retrieval(tokens, 1);
       ASSERT_TRUE(conf.ok() && retr.ok());
-      EXPECT_NEAR((*conf)[0], heads->confidence, 1e-4 * std::max(1.0f, std::fabs(heads->confidence)));
+      EXPECT_NEAR((*conf)[0], heads->confidence,
+                  1e-4 * std::max(1.0f, std::fabs(heads->confidence)));
       EXPECT_LE(MaxRelErr(*retr, heads->retrieval), 1e-4);
     }
   }

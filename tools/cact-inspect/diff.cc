@@ -14,10 +14,14 @@ namespace cact::inspect {
 
 static const char* StatusName(TensorDiff::Status s) {
   switch (s) {
-    case TensorDiff::Status::kIdentical: return "identical";
-    case TensorDiff::Status::kChanged: return "changed";
-    case TensorDiff::Status::kOnlyInA: return "only in A";
-    case TensorDiff::Status::kOnlyInB: return "only in B";
+    case TensorDiff::Status::kIdentical:
+      return "identical";
+    case TensorDiff::Status::kChanged:
+      return "changed";
+    case TensorDiff::Status::kOnlyInA:
+      return "only in A";
+    case TensorDiff::Status::kOnlyInB:
+      return "only in B";
   }
   return "?";
 }
@@ -35,13 +39,16 @@ int RunDiff(const Options& o) {
     j["b"] = o.file_b;
     j["identical"] = d->identical();
     j["header"] = nlohmann::ordered_json::array();
-    for (const auto& h : d->header) j["header"].push_back({{"field", h.field}, {"a", h.a}, {"b", h.b}});
+    for (const auto& h : d->header)
+      j["header"].push_back({{"field", h.field}, {"a", h.a}, {"b", h.b}});
     j["codebook_identical"] = d->codebook_identical;
     j["changed_tensors"] = d->changed();
     auto& ts = j["tensors"] = nlohmann::ordered_json::array();
     for (const auto& t : d->tensors) {
-      nlohmann::ordered_json e{{"name", t.name}, {"status", StatusName(t.status)},
-                               {"a_type", t.a_type}, {"b_type", t.b_type}};
+      nlohmann::ordered_json e{{"name", t.name},
+                               {"status", StatusName(t.status)},
+                               {"a_type", t.a_type},
+                               {"b_type", t.b_type}};
       if (t.status == TensorDiff::Status::kChanged) {
         if (t.a_type.rfind("CQ", 0) == 0 && t.a_type == t.b_type && t.comparable) {
           e["code_agreement"] = t.code_agreement;
@@ -88,8 +95,8 @@ int RunDiff(const Options& o) {
   }
   int changed = d->changed();
   if (changed || o.all) t.Print(stdout, false);
-  std::printf("%s: %d of %zu tensors changed%s\n", d->identical() ? "IDENTICAL" : "DIFFERENT", changed,
-              d->tensors.size(), d->header.empty() ? "" : ", header differs");
+  std::printf("%s: %d of %zu tensors changed%s\n", d->identical() ? "IDENTICAL" : "DIFFERENT",
+              changed, d->tensors.size(), d->header.empty() ? "" : ", header differs");
   return d->identical() ? 0 : 1;
 }
 

@@ -14,15 +14,16 @@ int RunDump(const Options& o) {
   if (!file.ok()) return Fail(file.status());
   const TensorEntry* t = file->Find(o.tensor);
   if (!t) {
-    return Fail(absl::NotFoundError(o.file + ": no tensor named '" + o.tensor + "' (see `cact-inspect " + o.file +
-                                    "` for the names)"));
+    return Fail(absl::NotFoundError(o.file + ": no tensor named '" + o.tensor +
+                                    "' (see `cact-inspect " + o.file + "` for the names)"));
   }
   auto values = TensorValues(*file, *t);
   if (!values.ok()) return Fail(values.status());
   const std::vector<uint32_t> dims = t->shape();
   std::vector<size_t> shape(dims.begin(), dims.end());
   if (auto st = WriteNpy(o.output, values->data(), shape); !st.ok()) return Fail(st);
-  std::fprintf(stderr, "wrote %s: %s float32 %zu values\n", o.output.c_str(), t->name.c_str(), values->size());
+  std::fprintf(stderr, "wrote %s: %s float32 %zu values\n", o.output.c_str(), t->name.c_str(),
+               values->size());
   return 0;
 }
 

@@ -45,7 +45,8 @@ std::vector<uint32_t> Used(const std::array<uint32_t, 4>& a, uint32_t n) {
 }
 
 Json HeaderJson(const Header& h) {
-  Json j{{"tag", absl::StrFormat("0x%08X", h.tag)}, {"num_tensors", h.num_tensors},
+  Json j{{"tag", absl::StrFormat("0x%08X", h.tag)},
+         {"num_tensors", h.num_tensors},
          {"codebook_len", h.codebook_len}};
   j.update(GeometryToJson(h.geometry));
   return j;
@@ -94,22 +95,18 @@ void PrintSummary(const CactFile& f, const std::string& sha, const std::string& 
                                      tok->unk_id, tok->add_dummy_prefix, tok->byte_fallback));
 }
 
-
 Json AccountingJson(const Accounting& a) {
   Json classes = Json::object();
   for (size_t i = 0; i < kNumWidthClasses; ++i) {
     const ClassStats& c = a.classes[i];
     if (!c.tensors) continue;
-    classes[WidthClassName(WidthClass(i))] = {{"tensors", c.tensors}, {"params", c.params}, {"bytes", c.bytes}};
+    classes[WidthClassName(WidthClass(i))] = {
+        {"tensors", c.tensors}, {"params", c.params}, {"bytes", c.bytes}};
   }
-  return Json{{"classes", classes},
-              {"params", a.params},
-              {"cq_params", a.cq_params},
-              {"code_weighted_bits", a.code_weighted_bits},
-              {"norm_bytes", a.norm_bytes},
-              {"payload_bytes", a.payload_bytes},
-              {"payload_bpw", a.payload_bpw},
-              {"file_bytes", a.file_bytes},
+  return Json{{"classes", classes},           {"params", a.params},
+              {"cq_params", a.cq_params},     {"code_weighted_bits", a.code_weighted_bits},
+              {"norm_bytes", a.norm_bytes},   {"payload_bytes", a.payload_bytes},
+              {"payload_bpw", a.payload_bpw}, {"file_bytes", a.file_bytes},
               {"file_bpw", a.file_bpw}};
 }
 
@@ -119,20 +116,23 @@ void PrintAccounting(const Accounting& a, bool markdown) {
     const ClassStats& c = a.classes[i];
     if (!c.tensors) continue;
     bool raw = WidthClass(i) == WidthClass::kRAW;
-    t.Add({WidthClassName(WidthClass(i)), Thousands(c.tensors), raw ? "(not parameters)" : Thousands(c.params),
-           Thousands(c.bytes), c.params ? absl::StrFormat("%.4f", 8.0 * double(c.bytes) / double(c.params)) : ""});
+    t.Add({WidthClassName(WidthClass(i)), Thousands(c.tensors),
+           raw ? "(not parameters)" : Thousands(c.params), Thousands(c.bytes),
+           c.params ? absl::StrFormat("%.4f", 8.0 * double(c.bytes) / double(c.params)) : ""});
   }
   t.Print(stdout, markdown, markdown ? "" : "  ");
   std::printf(markdown ? "\n" : "");
   auto line = [&](const char* k, const std::string& v) {
-    if (markdown) std::printf("- %s: %s\n", k, v.c_str());
-    else std::printf("  %-30s %s\n", k, v.c_str());
+    if (markdown)
+      std::printf("- %s: %s\n", k, v.c_str());
+    else
+      std::printf("  %-30s %s\n", k, v.c_str());
   };
   line("total parameters", Thousands(a.params));
   line("code-weighted width", absl::StrFormat("%.6f bits (CQ codes only)", a.code_weighted_bits));
   line("FP16 group norms", absl::StrFormat("%s bytes", Thousands(a.norm_bytes)));
-  line("numeric payload", absl::StrFormat("%s bytes = %.6f bpw (codes + norms + FP16)", Thousands(a.payload_bytes),
-                                          a.payload_bpw));
+  line("numeric payload", absl::StrFormat("%s bytes = %.6f bpw (codes + norms + FP16)",
+                                          Thousands(a.payload_bytes), a.payload_bpw));
   line("whole file", absl::StrFormat("%s bytes = %.6f bpw", Thousands(a.file_bytes), a.file_bpw));
 }
 
@@ -167,10 +167,14 @@ int RunInfo(const Options& o) {
     j["codebooks"] = cbs;
     j["probe_heads"] = Json::array();
     for (const auto& h : f.probe_heads())
-      j["probe_heads"].push_back({{"name", h.name()}, {"probes", h.probes}, {"out_dim", h.out_dim}});
+      j["probe_heads"].push_back(
+          {{"name", h.name()}, {"probes", h.probes}, {"out_dim", h.out_dim}});
     if (tok.ok())
-      j["tokenizer"] = {{"pieces", tok->pieces.size()}, {"pad_id", tok->pad_id},
-                        {"eos_id", tok->eos_id}, {"bos_id", tok->bos_id}, {"unk_id", tok->unk_id}};
+      j["tokenizer"] = {{"pieces", tok->pieces.size()},
+                        {"pad_id", tok->pad_id},
+                        {"eos_id", tok->eos_id},
+                        {"bos_id", tok->bos_id},
+                        {"unk_id", tok->unk_id}};
     if (!o.no_tensors) {
       j["tensors"] = Json::array();
       for (const TensorEntry& t : f.tensors())
@@ -191,16 +195,19 @@ int RunInfo(const Options& o) {
     return 0;
   }
 
-  if (!o.markdown) PrintSummary(f, sha, scheme, tok.ok() ? &*tok : nullptr);
-  else std::printf("## %s\n\n- sha256 `%s`\n- scheme `%s`\n- heads: %s\n\n", f.path().c_str(), sha.c_str(),
-                   scheme.c_str(), HeadsText(f).c_str());
+  if (!o.markdown)
+    PrintSummary(f, sha, scheme, tok.ok() ? &*tok : nullptr);
+  else
+    std::printf("## %s\n\n- sha256 `%s`\n- scheme `%s`\n- heads: %s\n\n", f.path().c_str(),
+                sha.c_str(), scheme.c_str(), HeadsText(f).c_str());
   if (!o.no_tensors) {
     std::printf(o.markdown ? "\n### Tensors\n\n" : "\ntensors\n");
     Table t({">#", "name", "type", "shape", ">bits", ">group", ">offset", ">bytes", ">bpw"});
     for (const TensorEntry& e : f.tensors())
       t.Add({std::to_string(e.index), e.name, TypeLabel(e.record), ShapeText(e),
-             e.is_cq() ? std::to_string(e.record.bits) : "", e.is_cq() ? std::to_string(e.record.group) : "",
-             std::to_string(e.record.offset), Thousands(e.record.nbytes),
+             e.is_cq() ? std::to_string(e.record.bits) : "",
+             e.is_cq() ? std::to_string(e.record.group) : "", std::to_string(e.record.offset),
+             Thousands(e.record.nbytes),
              e.record.dtype == DType::kRAW ? "" : absl::StrFormat("%.4f", RecordBpw(e))});
     t.Print(stdout, o.markdown, o.markdown ? "" : "  ");
   }

@@ -19,18 +19,21 @@ int main(int argc, char** argv) {
   // `cact-inspect FILE` is the summary command: make it explicit for CLI11.
   static const std::set<std::string> kCommands = {"info", "verify", "diff", "dump", "tokens"};
   std::vector<std::string> args(argv + 1, argv + argc);
-  bool wants_help = !args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version");
+  bool wants_help =
+      !args.empty() && (args[0] == "-h" || args[0] == "--help" || args[0] == "--version");
   if (!args.empty() && !kCommands.count(args[0]) && !wants_help) args.insert(args.begin(), "info");
 
-  CLI::App app{"cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
-               "bits-per-weight accounting, checksums, validation, diffs)"};
+  CLI::App app{
+      "cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
+      "bits-per-weight accounting, checksums, validation, diffs)"};
   cact::tools::AddVersionFlag(app, "cact-inspect");
   app.require_subcommand(1);
   cact::inspect::Options o;
 
   auto* info = app.add_subcommand("info", "summary, tensor table and accounting (default command)");
   info->add_option("file", o.file, ".cact or .cact.zst file")->required();
-  info->add_flag("--json", o.json, "machine-readable JSON (keys documented in docs/cact-inspect.md)");
+  info->add_flag("--json", o.json,
+                 "machine-readable JSON (keys documented in docs/cact-inspect.md)");
   info->add_flag("--markdown", o.markdown, "Markdown tables");
   info->add_flag("--no-tensors", o.no_tensors, "omit the per-tensor table");
 
@@ -47,7 +50,8 @@ int main(int argc, char** argv) {
 
   auto* dump = app.add_subcommand("dump", "write one tensor's dequantized values as .npy");
   dump->add_option("file", o.file)->required();
-  dump->add_option("--tensor", o.tensor, "canonical tensor name (see the tensor table)")->required();
+  dump->add_option("--tensor", o.tensor, "canonical tensor name (see the tensor table)")
+      ->required();
   dump->add_option("-o,--output", o.output, "output .npy path")->required();
 
   auto* tokens = app.add_subcommand("tokens", "list the tokenizer pieces");

@@ -45,8 +45,10 @@ void Table::Print(FILE* out, bool markdown, const std::string& indent) const {
   line(cols_);
   std::vector<std::string> rule(cols_.size());
   for (size_t i = 0; i < cols_.size(); ++i) {
-    if (markdown) rule[i] = right_[i] ? std::string(w[i] - 1, '-') + ":" : std::string(w[i], '-');
-    else rule[i] = std::string(w[i], '-');
+    if (markdown)
+      rule[i] = right_[i] ? std::string(w[i] - 1, '-') + ":" : std::string(w[i], '-');
+    else
+      rule[i] = std::string(w[i], '-');
   }
   line(rule);
   for (const auto& r : rows_) line(r);

@@ -11,11 +11,16 @@ namespace cact::inspect {
 
 static const char* TypeName(PieceType t) {
   switch (t) {
-    case PieceType::kNormal: return "normal";
-    case PieceType::kUnknown: return "unknown";
-    case PieceType::kControl: return "control";
-    case PieceType::kUserDefined: return "user";
-    case PieceType::kByte: return "byte";
+    case PieceType::kNormal:
+      return "normal";
+    case PieceType::kUnknown:
+      return "unknown";
+    case PieceType::kControl:
+      return "control";
+    case PieceType::kUserDefined:
+      return "user";
+    case PieceType::kByte:
+      return "byte";
   }
   return "?";
 }
@@ -37,7 +42,8 @@ int RunTokens(const Options& o) {
     auto& ps = j["pieces"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < tok->pieces.size(); ++i) {
       const auto& p = tok->pieces[i];
-      ps.push_back({{"id", i}, {"piece", p.surface}, {"type", TypeName(p.type)}, {"score", p.score}});
+      ps.push_back(
+          {{"id", i}, {"piece", p.surface}, {"type", TypeName(p.type)}, {"score", p.score}});
     }
     std::printf("%s\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;

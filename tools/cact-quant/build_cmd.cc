@@ -35,10 +35,14 @@ int RunBuild(const Options& o) {
     req.group = o.group;
   }
   if (o.exact && o.force_requantize)
-    return rep.Fail(absl::InvalidArgumentError("--exact and --force-requantize contradict each other"));
+    return rep.Fail(
+        absl::InvalidArgumentError("--exact and --force-requantize contradict each other"));
   if ((o.exact || o.force_requantize || o.keep_tolerance >= 0) && o.base.empty())
-    return rep.Fail(absl::InvalidArgumentError("--exact, --force-requantize and --keep-tolerance need --base"));
-  req.keep = o.exact ? KeepPolicy::kExact : o.force_requantize ? KeepPolicy::kNever : KeepPolicy::kTolerance;
+    return rep.Fail(
+        absl::InvalidArgumentError("--exact, --force-requantize and --keep-tolerance need --base"));
+  req.keep = o.exact              ? KeepPolicy::kExact
+             : o.force_requantize ? KeepPolicy::kNever
+                                  : KeepPolicy::kTolerance;
   if (o.keep_tolerance >= 0) req.keep_tolerance = o.keep_tolerance;
   req.kv_window = o.kv_window;
   rep.Configure(&req);

@@ -24,10 +24,13 @@ std::string Shortest(T v) {
 int RunCodebook(const Options& o) {
   Reporter rep(o);
   const CqType* type = FindCqTypeByWidth(o.bits);
-  if (!type) return rep.Fail(absl::InvalidArgumentError("--bits " + o.bits + " is not one of 2, 3, 4, 1.58"));
+  if (!type)
+    return rep.Fail(
+        absl::InvalidArgumentError("--bits " + o.bits + " is not one of 2, 3, 4, 1.58"));
   const uint32_t bits = type->bits;
   if (!IsValidCqGroup(o.group))
-    return rep.Fail(absl::InvalidArgumentError(absl::StrFormat("--group %d is not a power of two in [8, 65536]", o.group)));
+    return rep.Fail(absl::InvalidArgumentError(
+        absl::StrFormat("--group %d is not a power of two in [8, 65536]", o.group)));
   const std::vector<float> cb = CqCodebook(bits, o.group);
   const std::vector<double>& unit = UnitCodebook(bits);
   std::vector<std::string> hex, dec, unit_dec;
@@ -38,10 +41,11 @@ int RunCodebook(const Options& o) {
     dec.push_back(absl::StrFormat("%.9g", double(cb[i])));  // as codebooks.json writes them
     unit_dec.push_back(Shortest(unit[i]));
   }
-  const std::string how =
-      bits == kTernaryBits
-          ? absl::StrFormat("ternary: float32({-%.8g, 0, %.8g} / sqrt(group))", kTernaryLevel, kTernaryLevel)
-          : "Lloyd-Max on sorted RandomState(0).randn(400000), 200 iterations; float32(levels / sqrt(group))";
+  const std::string how = bits == kTernaryBits
+                              ? absl::StrFormat("ternary: float32({-%.8g, 0, %.8g} / sqrt(group))",
+                                                kTernaryLevel, kTernaryLevel)
+                              : "Lloyd-Max on sorted RandomState(0).randn(400000), 200 iterations; "
+                                "float32(levels / sqrt(group))";
   if (o.json) {
     nlohmann::ordered_json j;
     j["bits"] = type->width;
@@ -58,7 +62,8 @@ int RunCodebook(const Options& o) {
   std::printf("%s codebook, group %u (%s)\n", type->name, o.group, how.c_str());
   std::printf("  %-5s  %-16s  %-10s  %s\n", "index", "float32", "hex", "unit level (float64)");
   for (size_t i = 0; i < cb.size(); ++i)
-    std::printf("  %-5zu  %-16s  %-10s  %s\n", i, dec[i].c_str(), hex[i].c_str(), unit_dec[i].c_str());
+    std::printf("  %-5zu  %-16s  %-10s  %s\n", i, dec[i].c_str(), hex[i].c_str(),
+                unit_dec[i].c_str());
   return 0;
 }
 

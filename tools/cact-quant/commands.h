@@ -8,8 +8,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "formats/cact/writer.h"
-#include "quant/build.h"
 #include "lib/resources.h"
+#include "quant/build.h"
 #include "quant/rebuild_report.h"
 
 namespace cact::quant_tool {
@@ -78,7 +78,8 @@ class Reporter {
   RebuildReport StartRebuild(const char* command, PhaseTimer* timer) const;
   int Finish(const RebuildReport& r) const;
   // The common tail: time the work, write the output (or only size it for --dry-run), print.
-  int Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report, PhaseTimer* timer) const;
+  int Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report,
+               PhaseTimer* timer) const;
   int Fail(const absl::Status& st, int code = 2) const;
 
  private:

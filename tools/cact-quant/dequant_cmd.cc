@@ -20,18 +20,26 @@ int RunDequant(const Options& o) {
   uint64_t params = 0;
   for (const FloatTensor& t : st->tensors) params += t.data.size();
   if (o.json) {
-    nlohmann::ordered_json j{{"command", "dequant"}, {"input", o.input},   {"output", o.output},
-                             {"dtype", o.dtype},     {"tensors", st->tensors.size()}, {"params", params},
-                             {"bits_map", st->metadata["bits_map"]}, {"seconds", seconds}};
+    nlohmann::ordered_json j{{"command", "dequant"},
+                             {"input", o.input},
+                             {"output", o.output},
+                             {"dtype", o.dtype},
+                             {"tensors", st->tensors.size()},
+                             {"params", params},
+                             {"bits_map", st->metadata["bits_map"]},
+                             {"seconds", seconds}};
     std::printf("%s\n", j.dump(1).c_str());
   } else {
-    std::printf("dequant: %s -> %s\n  tensors         %zu (%llu parameters) as %s\n  scheme          %s\n"
-                "  time            %.3f s\n",
-                o.input.c_str(), o.output.c_str(), st->tensors.size(), (unsigned long long)params, o.dtype.c_str(),
-                st->metadata["bits_map"].c_str(), seconds);
+    std::printf(
+        "dequant: %s -> %s\n  tensors         %zu (%llu parameters) as %s\n  scheme          %s\n"
+        "  time            %.3f s\n",
+        o.input.c_str(), o.output.c_str(), st->tensors.size(), (unsigned long long)params,
+        o.dtype.c_str(), st->metadata["bits_map"].c_str(), seconds);
     if (o.dtype != "F32")
-      std::printf("  note            %s loses precision: `build --base` will not recognise the values as unchanged\n",
-                  o.dtype.c_str());
+      std::printf(
+          "  note            %s loses precision: `build --base` will not recognise the values as "
+          "unchanged\n",
+          o.dtype.c_str());
   }
   return 0;
 }

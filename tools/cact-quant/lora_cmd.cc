@@ -21,7 +21,8 @@ int RunLora(const Options& o) {
     s << f.rdbuf();
     config = s.str();
   }
-  absl::StatusOr<LoraAdapter> adapter = ParseLoraAdapter(*st, o.adapter, config, o.scale, base->geometry());
+  absl::StatusOr<LoraAdapter> adapter =
+      ParseLoraAdapter(*st, o.adapter, config, o.scale, base->geometry());
   if (!adapter.ok()) return rep.Fail(adapter.status());
   LoraRequest req;
   req.base = &*base;

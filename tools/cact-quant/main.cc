@@ -4,10 +4,9 @@
 //   cact-quant build --weights W.safetensors -o OUT.cact [--scheme S] [--group N]
 //                    [--tokenizer F.model | --base BASE.cact] [--kv-window N] [--dry-run]
 //   cact-quant requant IN.cact --scheme S -o OUT.cact
-//   cact-quant lora BASE.cact --adapter A.safetensors [--adapter-config C.json] [--scale X] -o OUT.cact
-//   cact-quant synth --preset needle2 [--seed N] -o OUT.cact
-//   cact-quant dequant IN.cact -o WEIGHTS.safetensors       (the float weights to edit / fine-tune)
-//   cact-quant --version
+//   cact-quant lora BASE.cact --adapter A.safetensors [--adapter-config C.json] [--scale X] -o
+//   OUT.cact cact-quant synth --preset needle2 [--seed N] -o OUT.cact cact-quant dequant IN.cact -o
+//   WEIGHTS.safetensors       (the float weights to edit / fine-tune) cact-quant --version
 // Every subcommand takes --json; outputs ending in .zst are zstd-compressed.
 #include <string>
 
@@ -19,14 +18,18 @@ namespace {
 using cact::quant_tool::Options;
 
 void CommonOutput(CLI::App* c, Options& o, bool needs_output = true) {
-  auto* out = c->add_option("-o,--output", o.output, "output .cact (a name ending in .zst is zstd-compressed)");
+  auto* out = c->add_option("-o,--output", o.output,
+                            "output .cact (a name ending in .zst is zstd-compressed)");
   if (needs_output) out->required();
-  c->add_flag("--json", o.json, "print the report as JSON (keys in docs/cact-quant.md); no progress lines");
+  c->add_flag("--json", o.json,
+              "print the report as JSON (keys in docs/cact-quant.md); no progress lines");
   c->add_flag("-q,--quiet", o.quiet, "no per-tensor progress lines");
   c->add_flag("--dry-run", o.dry_run, "print the plan and the final size; write nothing");
-  c->add_option("--zstd-level", o.zstd_level, "zstd level for .zst outputs")->check(CLI::Range(1, 22));
+  c->add_option("--zstd-level", o.zstd_level, "zstd level for .zst outputs")
+      ->check(CLI::Range(1, 22));
   c->add_flag("--exporter-rotation", o.exporter_rotation,
-              "rotate in the official exporter's summation order (numpy on the reference BLAS): bit-identical "
+              "rotate in the official exporter's summation order (numpy on the reference BLAS): "
+              "bit-identical "
               "codes on any model, about twice the CPU time of the FWHT default");
   c->add_option("--kv-window", o.kv_window, "header kv_window (default: keep / from the weights)");
 }
@@ -34,55 +37,67 @@ void CommonOutput(CLI::App* c, Options& o, bool needs_output = true) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"cact-quant: quantize float weights into .cact files, change widths, merge LoRA adapters"};
+  CLI::App app{
+      "cact-quant: quantize float weights into .cact files, change widths, merge LoRA adapters"};
   cact::tools::AddVersionFlag(app, "cact-quant");
   app.require_subcommand(1);
   Options o;
 
-  auto* codebook = app.add_subcommand("codebook", "print the Lloyd-Max codebook the exporter embeds");
+  auto* codebook =
+      app.add_subcommand("codebook", "print the Lloyd-Max codebook the exporter embeds");
   codebook->add_option("--bits", o.bits, "2, 3, 4 or 1.58")->required();
   codebook->add_option("--group", o.group, "group size (power of two)")->required();
   codebook->add_flag("--json", o.json, "JSON output");
 
   auto* build = app.add_subcommand("build", "quantize float weights (safetensors) into a .cact");
-  build->add_option("--weights", o.weights, "float weights: canonical names, [out, in] (like the fixtures')")
+  build
+      ->add_option("--weights", o.weights,
+                   "float weights: canonical names, [out, in] (like the fixtures')")
       ->required();
-  build->add_option("--scheme", o.scheme, "bits map, e.g. embedding=4,mhc=4,default=2 (default: the base's "
-                                          "widths, the weights' bits_map, or that default)");
+  build->add_option("--scheme", o.scheme,
+                    "bits map, e.g. embedding=4,mhc=4,default=2 (default: the base's "
+                    "widths, the weights' bits_map, or that default)");
   build->add_option("--group", o.group, "CQ group (default: base, metadata, 128)")
       ->each([&](const std::string&) { o.group_given = true; });
   build->add_option("--tokenizer", o.tokenizer, "SentencePiece .model for the RAW tokenizer");
-  build->add_option("--base", o.base, "base .cact: geometry, tokenizer, widths, and bytes kept for unchanged "
-                                      "tensors");
+  build->add_option("--base", o.base,
+                    "base .cact: geometry, tokenizer, widths, and bytes kept for unchanged "
+                    "tensors");
   build->add_option("--config", o.config, "official config JSON when the weights carry none");
   build->add_flag("--exact", o.exact, "keep base bytes only for bitwise-equal values");
   build->add_flag("--force-requantize", o.force_requantize, "quantize every tensor, keep nothing");
-  build->add_option("--keep-tolerance", o.keep_tolerance,
-                    "keep base bytes when max|w - base| <= this x max|base| (default 4e-6)")
+  build
+      ->add_option("--keep-tolerance", o.keep_tolerance,
+                   "keep base bytes when max|w - base| <= this x max|base| (default 4e-6)")
       ->check(CLI::Range(0.0, 1.0));
   CommonOutput(build, o);
 
-  auto* requant = app.add_subcommand("requant", "change the widths of a .cact (unchanged widths are copied)");
+  auto* requant =
+      app.add_subcommand("requant", "change the widths of a .cact (unchanged widths are copied)");
   requant->add_option("input", o.input, "input .cact / .cact.zst")->required();
   requant->add_option("--scheme", o.scheme, "new bits map")->required();
   CommonOutput(requant, o);
 
   auto* lora = app.add_subcommand("lora", "merge a LoRA adapter into the attention projections");
   lora->add_option("base", o.input, "base .cact / .cact.zst")->required();
-  lora->add_option("--adapter", o.adapter, "adapter safetensors (PEFT or stacked layout)")->required();
-  lora->add_option("--adapter-config", o.adapter_config, "PEFT adapter_config.json (lora_alpha, r, use_rslora)");
+  lora->add_option("--adapter", o.adapter, "adapter safetensors (PEFT or stacked layout)")
+      ->required();
+  lora->add_option("--adapter-config", o.adapter_config,
+                   "PEFT adapter_config.json (lora_alpha, r, use_rslora)");
   lora->add_option("--scale", o.scale, "merge scale (overrides the config / metadata)");
   CommonOutput(lora, o);
 
-  auto* synth = app.add_subcommand("synth", "generate a deterministic synthetic model and quantize it");
+  auto* synth =
+      app.add_subcommand("synth", "generate a deterministic synthetic model and quantize it");
   synth->add_option("--preset", o.preset, "needle2 (released geometry) or small");
   synth->add_option("--seed", o.seed, "weight seed");
   synth->add_option("--scheme", o.scheme, "bits map (default embedding=4,mhc=4,default=2)");
   synth->add_option("--weights-out", o.weights_out, "also write the float weights (safetensors)");
   CommonOutput(synth, o);
 
-  auto* dequant = app.add_subcommand("dequant", "write every tensor's dequantized values as one safetensors "
-                                                "(canonical names, [out, in], config in the metadata)");
+  auto* dequant = app.add_subcommand("dequant",
+                                     "write every tensor's dequantized values as one safetensors "
+                                     "(canonical names, [out, in], config in the metadata)");
   dequant->add_option("input", o.input, "input .cact / .cact.zst")->required();
   dequant->add_option("-o,--output", o.output, "output .safetensors")->required();
   dequant->add_option("--dtype", o.dtype, "F32 (default; exact), F16 or BF16");

@@ -40,7 +40,8 @@ int Reporter::Complete(const absl::StatusOr<CactContents>& contents, RebuildRepo
   if (!contents.ok()) return Fail(contents.status());
   report->work_seconds = timer->Lap();
   report->work_cpu_seconds = timer->CpuLap();
-  if (absl::Status st = FinishRebuild(*contents, o_.output, o_.zstd_level, report); !st.ok()) return Fail(st, 1);
+  if (absl::Status st = FinishRebuild(*contents, o_.output, o_.zstd_level, report); !st.ok())
+    return Fail(st, 1);
   report->write_seconds = timer->Lap();
   report->seconds = timer->Total();
   return Finish(*report);

@@ -22,7 +22,8 @@ int RunSynth(const Options& o) {
   if (!tokenizer.ok()) return rep.Fail(tokenizer.status());
   const Safetensors weights = GenerateSyntheticWeights(*preset, o.seed);
   if (!o.weights_out.empty() && !o.dry_run) {
-    if (absl::Status st = WriteSafetensors(o.weights_out, weights); !st.ok()) return rep.Fail(st, 1);
+    if (absl::Status st = WriteSafetensors(o.weights_out, weights); !st.ok())
+      return rep.Fail(st, 1);
   }
   req.weights = &weights;
   req.weights_path = "synthetic " + o.preset + " (seed " + std::to_string(o.seed) + ")";

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/cact-run/bench/bench.h"
 #include "engine/runner.h"
+#include "tools/cact-run/bench/bench.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
@@ -41,8 +41,9 @@ bool ReadText(const std::string& path, std::string* out) {
 int main(int argc, char** argv) {
   // `cact-run bench MODEL ...`: tools/cact-run/bench/bench.h.
   if (argc > 1 && std::string(argv[1]) == "bench") return cact::BenchMain(argc - 1, argv + 1);
-  CLI::App app{"cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
-               "generation, the Needle chat template, path validation, timings"};
+  CLI::App app{
+      "cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
+      "generation, the Needle chat template, path validation, timings"};
   cact::tools::AddVersionFlag(app, kTool);
   cact::RunRequest req;
   std::string tokens, tools_file, prompt, query, system, path = "auto";
@@ -58,22 +59,29 @@ int main(int argc, char** argv) {
   app.add_option("--tools", tools_file, "JSON file with the tool declarations (chat template)");
   app.add_option("--query", query, "user query for the chat template");
   app.add_option("--system", system, "optional system turn for the chat template");
-  auto* n_opt = app.add_option("-n,--max-new-tokens", n, "tokens to generate (validate: decode steps)");
-  app.add_option("-t,--threads", req.threads,
-                 "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
+  auto* n_opt =
+      app.add_option("-n,--max-new-tokens", n, "tokens to generate (validate: decode steps)");
+  app.add_option(
+         "-t,--threads", req.threads,
+         "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
       ->check(CLI::Range(1, 256));
-  auto* window_opt = app.add_option("--window", window, "attention window W (0 = causal; default: header kv_window)");
-  auto* sink_opt = app.add_option("--sink", sink, "pinned first positions (default: tool declarations in chat mode, else 0)");
+  auto* window_opt = app.add_option("--window", window,
+                                    "attention window W (0 = causal; default: header kv_window)");
+  auto* sink_opt = app.add_option(
+      "--sink", sink, "pinned first positions (default: tool declarations in chat mode, else 0)");
   app.add_option("--temperature", req.sampling.temperature, "sampling temperature (0 = greedy)");
   app.add_option("--top-k", req.sampling.top_k, "keep the k most likely tokens (0 = all)");
-  app.add_option("--top-p", req.sampling.top_p, "nucleus mass (1 = all)")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--top-p", req.sampling.top_p, "nucleus mass (1 = all)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--seed", req.sampling.seed, "sampling seed");
   app.add_flag("--ignore-eos", req.ignore_eos, "keep generating past the end-of-sequence token");
   app.add_option("--logits", req.logits_path, "write the prompt's logits [T, vocab] float32 .npy");
   app.add_flag("--last", req.last_only, "with --logits: only the last position [1, vocab]");
-  app.add_option("--dump-hidden", req.dump_hidden_dir, "write DIR/hidden.npy: lane mean after each layer [L, T, d]");
+  app.add_option("--dump-hidden", req.dump_hidden_dir,
+                 "write DIR/hidden.npy: lane mean after each layer [L, T, d]");
   app.add_flag("--probes", req.probes, "compute the probe heads (confidence, retrieval embedding)");
-  app.add_flag("--validate", req.validate, "compare the reference with --path (default fast): "
+  app.add_flag("--validate", req.validate,
+               "compare the reference with --path (default fast): "
                "per-layer hidden rel-L2, logits rel-L2, top-1, KL; exit 1 past thresholds");
   app.add_option("--max-rel-l2", req.thresholds.max_logits_rel_l2, "validate: logits rel-L2 bound");
   app.add_option("--min-top1", req.thresholds.min_top1, "validate: top-1 agreement bound");
@@ -93,7 +101,8 @@ int main(int argc, char** argv) {
   if (!tools_file.empty()) {
     std::string text;
     if (!ReadText(tools_file, &text))
-      return cact::tools::ReportFailure(kTool, absl::InvalidArgumentError(tools_file + ": cannot read the tools file"));
+      return cact::tools::ReportFailure(
+          kTool, absl::InvalidArgumentError(tools_file + ": cannot read the tools file"));
     req.tools_json = std::move(text);
   }
   if (!query.empty()) req.query = query;
@@ -122,7 +131,9 @@ int main(int argc, char** argv) {
     if (result->probes->has_confidence)
       std::fprintf(stderr, "confidence logit %.6f\n", result->probes->confidence);
     if (!result->probes->retrieval.empty())
-      std::fprintf(stderr, "retrieval embedding: %zu values (L2-normalised)\n", result->probes->retrieval.size());
+      std::fprintf(stderr, "retrieval embedding: %zu values (L2-normalised)\n",
+                   result->probes->retrieval.size());
   }
-  return result->validation && !result->validation->ok() ? cact::tools::kExitCheckFailed : cact::tools::kExitOk;
+  return result->validation && !result->validation->ok() ? cact::tools::kExitCheckFailed
+                                                         : cact::tools::kExitOk;
 }

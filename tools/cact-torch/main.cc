@@ -2,8 +2,8 @@
 // bring an edited one back without touching what was not edited.
 //   cact-torch export IN.cact -o MODEL.pt [--format torchscript|safetensors]
 //   cact-torch import MODEL.pt -o OUT.cact [--scheme S] [--force-requantize] [--base BASE.cact]
-//   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N] [-t N] [--json]
-//   cact-torch --version
+//   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N]
+//   [-t N] [--json] cact-torch --version
 // Token lists: tools/common/token_list.h. Every error prints one line on stderr and exits 2.
 #include <algorithm>
 #include <cstdio>
@@ -69,8 +69,12 @@ int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose
     j["changed"] = r->changed();
     auto& ts = j["tensors"] = nlohmann::ordered_json::array();
     for (const ReturnDecision& d : r->decisions) {
-      ts.push_back({{"name", d.name}, {"action", ReturnActionName(d.action)}, {"before", d.before},
-                    {"after", d.after}, {"reason", d.reason}, {"edit_rel", d.edit_rel},
+      ts.push_back({{"name", d.name},
+                    {"action", ReturnActionName(d.action)},
+                    {"before", d.before},
+                    {"after", d.after},
+                    {"reason", d.reason},
+                    {"edit_rel", d.edit_rel},
                     {"survived", d.survived}});
     }
     j["warnings"] = r->warnings;
@@ -82,8 +86,9 @@ int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose
   return 0;
 }
 
-int Run(const std::string& model_path, const std::string& tokens_text, std::optional<int64_t> window,
-        int64_t sink, const std::string& logits_path, int warmup, int repeat, int threads, bool json) {
+int Run(const std::string& model_path, const std::string& tokens_text,
+        std::optional<int64_t> window, int64_t sink, const std::string& logits_path, int warmup,
+        int repeat, int threads, bool json) {
   auto ids = tools::ParseTokenIds(tokens_text);
   if (!ids.ok()) return Fail(ids.status());
   const std::vector<int64_t> tokens(ids->begin(), ids->end());
@@ -116,13 +121,18 @@ int Run(const std::string& model_path, const std::string& tokens_text, std::opti
   if (json) {
     std::vector<double> ms;
     for (double t : times) ms.push_back(t * 1e3);
-    nlohmann::ordered_json j{{"model", model_path}, {"tokens", T}, {"threads", threads},
-                             {"load_ms", load_s * 1e3}, {"prefill_ms", ms}, {"median_ms", median * 1e3},
+    nlohmann::ordered_json j{{"model", model_path},
+                             {"tokens", T},
+                             {"threads", threads},
+                             {"load_ms", load_s * 1e3},
+                             {"prefill_ms", ms},
+                             {"median_ms", median * 1e3},
                              {"tokens_per_s", double(T) / median}};
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }
-  std::fprintf(stderr, "load %.1f ms; prefill %zu tokens: median %.2f ms over %zu runs = %.0f tokens/s\n",
+  std::fprintf(stderr,
+               "load %.1f ms; prefill %zu tokens: median %.2f ms over %zu runs = %.0f tokens/s\n",
                load_s * 1e3, T, median * 1e3, times.size(), double(T) / median);
   return 0;
 }
@@ -135,9 +145,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
 
   std::string ex_in, ex_out, ex_format = "torchscript";
-  auto* ex = app.add_subcommand("export", "export a .cact to a TorchScript module (or FP32 safetensors)");
+  auto* ex =
+      app.add_subcommand("export", "export a .cact to a TorchScript module (or FP32 safetensors)");
   ex->add_option("input", ex_in, "source .cact (or .cact.zst)")->required();
-  ex->add_option("-o,--output", ex_out, "MODEL.pt, or for safetensors a directory / *.safetensors")->required();
+  ex->add_option("-o,--output", ex_out, "MODEL.pt, or for safetensors a directory / *.safetensors")
+      ->required();
   ex->add_option("--format", ex_format, "torchscript (default) or safetensors")
       ->check(CLI::IsMember({"torchscript", "safetensors"}));
 
@@ -145,7 +157,8 @@ int main(int argc, char** argv) {
   std::string im_scheme, im_base;
   bool im_json = false, im_verbose = false;
   auto* im = app.add_subcommand("import", "bring an (edited) exported model back to .cact");
-  im->add_option("input", req.input, "MODEL.pt, model.safetensors or an export directory")->required();
+  im->add_option("input", req.input, "MODEL.pt, model.safetensors or an export directory")
+      ->required();
   im->add_option("-o,--output", req.output, "output .cact (.cact.zst compresses)")->required();
   im->add_option("--scheme", im_scheme, "new widths, e.g. embedding=4,mhc=4,default=2");
   im->add_flag("--force-requantize", req.options.force_requantize, "quantize every tensor again");
@@ -156,14 +169,16 @@ int main(int argc, char** argv) {
   std::string run_model, run_tokens, run_logits;
   int64_t run_window = 0, run_sink = 0;
   int run_repeat = 1, run_threads = 0, run_warmup = 0;
-  auto* run = app.add_subcommand("run", "run an exported module with libtorch (prefill of the given tokens)");
+  auto* run = app.add_subcommand(
+      "run", "run an exported module with libtorch (prefill of the given tokens)");
   run->add_option("model", run_model, "MODEL.pt")->required();
   run->add_option("--tokens", run_tokens, "comma-separated token ids")->required();
   run->add_option("--window", run_window, "attention window (0 = plain causal)");
   run->add_option("--sink", run_sink, "pinned first positions (with --window)");
   run->add_option("--logits", run_logits, "write [T, vocab] float32 logits to this .npy");
   run->add_option("-r,--repeat", run_repeat, "run the prefill N times and report the median");
-  run->add_option("-w,--warmup", run_warmup, "untimed runs first (TorchScript optimises during the first 2)");
+  run->add_option("-w,--warmup", run_warmup,
+                  "untimed runs first (TorchScript optimises during the first 2)");
   run->add_option("-t,--threads", run_threads, "libtorch intra-op threads (default: libtorch's)");
   bool run_json = false;
   run->add_flag("--json", run_json, "also print the timings as one JSON line on stdout");
@@ -176,5 +191,6 @@ int main(int argc, char** argv) {
   }
   std::optional<int64_t> window;
   if (run_window > 0) window = run_window;
-  return Run(run_model, run_tokens, window, run_sink, run_logits, run_warmup, run_repeat, run_threads, run_json);
+  return Run(run_model, run_tokens, window, run_sink, run_logits, run_warmup, run_repeat,
+             run_threads, run_json);
 }

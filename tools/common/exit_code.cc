@@ -11,7 +11,8 @@ int ExitCode(const absl::Status& status) {
 }
 
 void PrintFailure(std::string_view tool, const absl::Status& status) {
-  std::fprintf(stderr, "%s: %s\n", std::string(tool).c_str(), std::string(status.message()).c_str());
+  std::fprintf(stderr, "%s: %s\n", std::string(tool).c_str(),
+               std::string(status.message()).c_str());
 }
 
 int ReportFailure(std::string_view tool, const absl::Status& status) {

@@ -32,11 +32,12 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(std::string_view text) {
     int64_t id = 0;
     const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), id);
     if (ec != std::errc() || p != digits.data() + digits.size())
-      return absl::InvalidArgumentError(
-          absl::StrFormat("--tokens: item %u '%s' is not an integer token id", position, std::string(item)));
-    if (id < 0 || id > INT32_MAX)
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--tokens: item %u '%s' is not a valid id (ids are 0..2^31-1)", position, std::string(item)));
+          "--tokens: item %u '%s' is not an integer token id", position, std::string(item)));
+    if (id < 0 || id > INT32_MAX)
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--tokens: item %u '%s' is not a valid id (ids are 0..2^31-1)", position,
+                          std::string(item)));
     ids.push_back(int32_t(id));
   }
   if (ids.empty()) return absl::InvalidArgumentError("--tokens: no token ids");

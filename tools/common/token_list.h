@@ -1,6 +1,6 @@
 // The `--tokens` syntax every tool accepts: token ids separated by commas, e.g. "2,17,40".
-// Each item is a non-negative decimal integer below 2^31 (an optional leading '+'); blanks around an item are
-// ignored, and so are empty items ("2,,17" and a trailing comma). At least one id.
+// Each item is a non-negative decimal integer below 2^31 (an optional leading '+'); blanks around
+// an item are ignored, and so are empty items ("2,,17" and a trailing comma). At least one id.
 #pragma once
 #include <cstdint>
 #include <string_view>

@@ -1,5 +1,6 @@
 // The one `--version` line of every tool:
-//   cact-run 0.1.0 (commit 1a2b3c4, Release; kernels built: scalar avx2 ...; this CPU runs: scalar avx2)
+//   cact-run 0.1.0 (commit 1a2b3c4, Release; kernels built: scalar avx2 ...; this CPU runs: scalar
+//   avx2)
 // The version is the CMake project version, the commit is the checkout's at configure time
 // ("unknown" outside a git checkout), the built kernels are the ISAs the kernel table was
 // compiled with, and the CPU's are those of them this machine can run.

@@ -48,7 +48,10 @@ const std::string& WorkDir() {
     fs::create_directories(d);
     // The exit handler owns its copy: it runs after this static string is destroyed.
     static const char* const to_remove = strdup(d.c_str());
-    std::atexit([] { std::error_code ignored; std::filesystem::remove_all(to_remove, ignored); });
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(to_remove, ignored);
+    });
     return d;
   }();
   return dir;
@@ -91,7 +94,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const bool verbose = std::getenv("CACT_FUZZ_VERBOSE") != nullptr;
   if (verbose) {
     std::fprintf(stderr, "import: %s\n",
-                 r.ok() ? ("ok, " + std::to_string(r->kept()) + " kept, " + std::to_string(r->changed()) + " changed").c_str()
+                 r.ok() ? ("ok, " + std::to_string(r->kept()) + " kept, " +
+                           std::to_string(r->changed()) + " changed")
+                              .c_str()
                         : std::string(r.status().message()).c_str());
   }
   if (!r.ok()) {
@@ -102,12 +107,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto written = cact::CactFile::Open(out);
   if (!written.ok()) std::fprintf(stderr, "%s\n", std::string(written.status().message()).c_str());
   CACT_FUZZ_CHECK(written.ok(), "a successful import writes a valid .cact");
-  CACT_FUZZ_CHECK(r->decisions.size() <= written->tensors().size(), "at most one decision per record");
+  CACT_FUZZ_CHECK(r->decisions.size() <= written->tensors().size(),
+                  "at most one decision per record");
   cact::fuzz::TouchCactFile(*written);  // every value, blob and the tokenizer of the output
   return 0;
 }
 
-extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size,
+                                          unsigned int seed) {
   std::minstd_rand rng(seed);
   if (rng() % 3 == 0) return LLVMFuzzerMutate(data, size, max_size);
   auto members = cact::fuzz::ReadZip(data, size);
@@ -118,7 +125,8 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   if (rng() % 2 == 0) {
     std::vector<size_t> small;
     for (size_t i = 0; i < members->size(); ++i)
-      if ((*members)[i].data.size() <= 64 || (*members)[i].name.find("data/") == std::string::npos) small.push_back(i);
+      if ((*members)[i].data.size() <= 64 || (*members)[i].name.find("data/") == std::string::npos)
+        small.push_back(i);
     if (!small.empty()) pick = small[rng() % small.size()];
   }
   std::vector<uint8_t>& m = (*members)[pick].data;

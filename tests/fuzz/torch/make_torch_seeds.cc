@@ -67,17 +67,25 @@ int WriteDamaged(const std::string& dir, const std::string& stem, const std::vec
     }
   };
   auto ends_with = [](const std::string& s, const std::string& suffix) {
-    return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+    return s.size() >= suffix.size() &&
+           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  edit("pickle_flip", [&](auto& m) { return ends_with(m.name, "data.pkl"); },
-       [](auto& d) { d[d.size() / 2] ^= 0x20; });
-  edit("code_flip", [&](auto& m) { return ends_with(m.name, ".py"); }, [](auto& d) { d[d.size() / 3] ^= 0x01; });
-  edit("weight_edit", [&](auto& m) { return ends_with(m.name, "data/0"); }, [](auto& d) { d[d.size() / 2] ^= 0x40; });
+  edit(
+      "pickle_flip", [&](auto& m) { return ends_with(m.name, "data.pkl"); },
+      [](auto& d) { d[d.size() / 2] ^= 0x20; });
+  edit(
+      "code_flip", [&](auto& m) { return ends_with(m.name, ".py"); },
+      [](auto& d) { d[d.size() / 3] ^= 0x01; });
+  edit(
+      "weight_edit", [&](auto& m) { return ends_with(m.name, "data/0"); },
+      [](auto& d) { d[d.size() / 2] ^= 0x40; });
   // The last data record of an export is the carried tokenizer (or another carried buffer).
   std::string last;
   for (const auto& m : *members)
     if (m.name.find("/data/") != std::string::npos) last = m.name;
-  edit("carried_flip", [&](auto& m) { return m.name == last; }, [](auto& d) { d[d.size() / 2] ^= 0x01; });
+  edit(
+      "carried_flip", [&](auto& m) { return m.name == last; },
+      [](auto& d) { d[d.size() / 2] ^= 0x01; });
   return written;
 }
 
@@ -92,9 +100,11 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   int failures = 0;
   for (const char* name : {"tiny", "odd"}) {
-    failures += !Export(CactFile::Open(fixtures + "/" + name + "/model.cact"), dir + "/" + name + ".pt");
+    failures +=
+        !Export(CactFile::Open(fixtures + "/" + name + "/model.cact"), dir + "/" + name + ".pt");
   }
-  const std::vector<ProbeHeadSpec> both = {{ProbeHead::kContrastive, 4, 4}, {ProbeHead::kConfidence, 8, 1}};
+  const std::vector<ProbeHeadSpec> both = {{ProbeHead::kContrastive, 4, 4},
+                                           {ProbeHead::kConfidence, 8, 1}};
   const std::vector<ProbeHeadSpec> one = {{ProbeHead::kConfidence, 2, 1}};
   for (uint32_t seed = 0; seed < 4; ++seed) {
     reliability::MicroOptions o;
@@ -106,8 +116,9 @@ int main(int argc, char** argv) {
       continue;
     }
     const std::string name = "micro_" + std::to_string(seed);
-    failures += !Export(CactFile::FromBytes(FileBytes::FromBuffer(name + ".cact", std::move(*bytes))),
-                        dir + "/" + name + ".pt");
+    failures +=
+        !Export(CactFile::FromBytes(FileBytes::FromBuffer(name + ".cact", std::move(*bytes))),
+                dir + "/" + name + ".pt");
   }
   const std::vector<uint8_t> micro = ReadFile(dir + "/micro_2.pt");
   if (micro.empty() || WriteDamaged(dir, "micro_2", micro) < 8) ++failures;

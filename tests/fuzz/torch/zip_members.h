@@ -20,7 +20,9 @@ struct ZipMember {
 namespace zip_detail {
 inline uint32_t U16(const uint8_t* p) { return p[0] | (p[1] << 8); }
 inline uint32_t U32(const uint8_t* p) { return U16(p) | (U16(p + 2) << 16); }
-inline void Put16(std::vector<uint8_t>& o, uint32_t v) { o.push_back(v & 0xFF), o.push_back((v >> 8) & 0xFF); }
+inline void Put16(std::vector<uint8_t>& o, uint32_t v) {
+  o.push_back(v & 0xFF), o.push_back((v >> 8) & 0xFF);
+}
 inline void Put32(std::vector<uint8_t>& o, uint32_t v) { Put16(o, v & 0xFFFF), Put16(o, v >> 16); }
 
 inline std::optional<std::vector<uint8_t>> Inflate(const uint8_t* src, size_t n, size_t out_size) {
@@ -92,8 +94,10 @@ inline std::vector<uint8_t> WriteZip(const std::vector<ZipMember>& members) {
     Put16(o, 0xCAFE), Put16(o, uint32_t(pad));
     o.insert(o.end(), pad, 'Z');
     o.insert(o.end(), m.data.begin(), m.data.end());
-    Put32(dir, 0x02014b50), Put16(dir, 20), Put16(dir, 20), Put16(dir, 0), Put16(dir, 0), Put16(dir, 0);
-    Put16(dir, 0), Put32(dir, crc), Put32(dir, uint32_t(m.data.size())), Put32(dir, uint32_t(m.data.size()));
+    Put32(dir, 0x02014b50), Put16(dir, 20), Put16(dir, 20), Put16(dir, 0), Put16(dir, 0),
+        Put16(dir, 0);
+    Put16(dir, 0), Put32(dir, crc), Put32(dir, uint32_t(m.data.size())),
+        Put32(dir, uint32_t(m.data.size()));
     Put16(dir, uint32_t(m.name.size())), Put16(dir, 0), Put16(dir, 0), Put16(dir, 0), Put16(dir, 0);
     Put32(dir, 0), Put32(dir, uint32_t(local));
     dir.insert(dir.end(), m.name.begin(), m.name.end());
@@ -101,7 +105,8 @@ inline std::vector<uint8_t> WriteZip(const std::vector<ZipMember>& members) {
   const size_t dir_at = o.size();
   o.insert(o.end(), dir.begin(), dir.end());
   Put32(o, 0x06054b50), Put16(o, 0), Put16(o, 0), Put16(o, uint32_t(members.size())),
-      Put16(o, uint32_t(members.size())), Put32(o, uint32_t(dir.size())), Put32(o, uint32_t(dir_at)), Put16(o, 0);
+      Put16(o, uint32_t(members.size())), Put32(o, uint32_t(dir.size())),
+      Put32(o, uint32_t(dir_at)), Put16(o, 0);
   return o;
 }
 

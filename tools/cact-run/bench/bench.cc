@@ -14,11 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "tools/cact-run/bench/bench_session.h"
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"
-#include "tools/cact-run/bench/machine.h"
 #include "lib/atomic_file.h"
 #include "lib/cpu_features.h"
 #include "lib/file_bytes.h"
@@ -26,6 +24,8 @@
 #include "lib/sha256.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "tools/cact-run/bench/bench_session.h"
+#include "tools/cact-run/bench/machine.h"
 #include "tools/common/cli.h"
 
 namespace cact {
@@ -77,7 +77,8 @@ ModelCost DecodeCost(const Model& m) {
   };
   add(m.embedding());
   for (const LayerWeights& l : m.layers())
-    for (const MatrixView* v : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj}) add(*v);
+    for (const MatrixView* v : {&l.q_proj, &l.k_proj, &l.v_proj, &l.gate_proj, &l.out_proj})
+      add(*v);
   add(m.mhc().phi_pre);
   add(m.mhc().phi_post);
   add(m.mhc().phi_res);
@@ -99,7 +100,8 @@ std::string FileSha256(const std::string& path) {
 // Build description: the engine is compiled for baseline x86-64; each kernel file gets its
 // ISA's flags (engine/kernels/CMakeLists.txt) and the kernel is chosen at run time.
 #ifdef __OPTIMIZE__
-constexpr const char* kBuildFlags = "optimised build (Release: -O3), baseline x86-64 + per-ISA kernel flags";
+constexpr const char* kBuildFlags =
+    "optimised build (Release: -O3), baseline x86-64 + per-ISA kernel flags";
 #else
 constexpr const char* kBuildFlags = "UNOPTIMISED build";
 #endif
@@ -120,7 +122,8 @@ class Bench {
       return absl::InvalidArgumentError("-n must be in 1..max_seq_len-1");
     for (uint32_t p : o_.prompt) {
       if (p == 0 || p > g.max_seq_len)
-        return absl::InvalidArgumentError(absl::StrFormat("-p %u is outside 1..%u", p, g.max_seq_len));
+        return absl::InvalidArgumentError(
+            absl::StrFormat("-p %u is outside 1..%u", p, g.max_seq_len));
       tests_.push_back({"pp" + std::to_string(p), true, 0, p});
     }
     for (uint32_t d : o_.depths) {
@@ -177,13 +180,15 @@ class Bench {
     }
     if (!o_.json_out.empty()) {
       const std::string j = Json();
-      CACT_RETURN_IF_ERROR(WriteFileAtomic(o_.json_out, std::span<const uint8_t>(
-                                                            reinterpret_cast<const uint8_t*>(j.data()), j.size())));
+      CACT_RETURN_IF_ERROR(WriteFileAtomic(
+          o_.json_out,
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(j.data()), j.size())));
     }
     if (!o_.svg_out.empty()) {
       const std::string svg = Svg();
-      CACT_RETURN_IF_ERROR(WriteFileAtomic(o_.svg_out, std::span<const uint8_t>(
-                                                           reinterpret_cast<const uint8_t*>(svg.data()), svg.size())));
+      CACT_RETURN_IF_ERROR(WriteFileAtomic(
+          o_.svg_out,
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(svg.data()), svg.size())));
     }
     return o_.format == "json" ? Json() : Markdown();
   }
@@ -215,11 +220,12 @@ class Bench {
   }
 
   absl::Status ExportTorch() {
-    torch_dir_ = std::filesystem::temp_directory_path() /
-                 ("cact_bench_" + std::to_string(getpid()));
+    torch_dir_ =
+        std::filesystem::temp_directory_path() / ("cact_bench_" + std::to_string(getpid()));
     std::filesystem::create_directories(torch_dir_);
     torch_model_ = (torch_dir_ / "model.pt").string();
-    auto out = CaptureStdout(o_.torch_binary + " export '" + o_.model_path + "' -o '" + torch_model_ + "'");
+    auto out = CaptureStdout(o_.torch_binary + " export '" + o_.model_path + "' -o '" +
+                             torch_model_ + "'");
     if (!out.ok()) return out.status();
     return absl::OkStatus();
   }
@@ -250,7 +256,7 @@ class Bench {
       if (!test.prefill) return 0.0;
       std::string ids = absl::StrJoin(all.subspan(0, test.tokens), ",");
       auto out = CaptureStdout(absl::StrFormat("%s run '%s' --tokens %s -w 2 -r 1 -t %u --json",
-                                         o_.torch_binary, torch_model_, ids, threads));
+                                               o_.torch_binary, torch_model_, ids, threads));
       if (!out.ok()) return out.status();
       auto j = nlohmann::json::parse(*out, nullptr, false);
       if (j.is_discarded() || !j.contains("tokens_per_s"))
@@ -287,7 +293,8 @@ class Bench {
   std::string Markdown() const {
     std::ostringstream s;
     s << Header() << "\n| arm | threads | test | t/s |\n|---|---:|---|---:|\n";
-    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
+    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm,
+                      const std::vector<double>& v) {
       const Stats st = Summarise(v);
       s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
     });
@@ -309,15 +316,19 @@ class Bench {
           const double fm = Summarise(f->second).mean;
           for (const std::string& a : others) {
             auto o = samples_.find({a, t, test.name});
-            if (o == samples_.end()) s << " – |";
-            else s << absl::StrFormat(" %.2f× |", fm / Summarise(o->second).mean);
+            if (o == samples_.end())
+              s << " – |";
+            else
+              s << absl::StrFormat(" %.2f× |", fm / Summarise(o->second).mean);
           }
           s << "\n";
         }
     }
     s << SessionMarkdown();
-    s << absl::StrFormat("\nmachine limits (buffer of %.2f MB = the model's codes):\n\n", cost_.code_bytes / 1e6);
-    s << "| threads | read GB/s | int8 GMAC/s | floor ms/token | fast tg ms/token (best depth) | fraction of floor |\n";
+    s << absl::StrFormat("\nmachine limits (buffer of %.2f MB = the model's codes):\n\n",
+                         cost_.code_bytes / 1e6);
+    s << "| threads | read GB/s | int8 GMAC/s | floor ms/token | fast tg ms/token (best depth) | "
+         "fraction of floor |\n";
     s << "|---:|---:|---:|---:|---:|---:|\n";
     for (uint32_t t : o_.threads) {
       const Limits& l = limits_.at(t);
@@ -343,11 +354,15 @@ class Bench {
     const std::string session =
         any.session_tokens == 0
             ? std::string("session: skipped, --session 0")
-            : absl::StrFormat("session: a fresh cact-run, %u prompt tokens then decoding to %u positions",
-                              any.prompt, any.session_tokens);
-    s << absl::StrFormat("\nstart-up and memory (open + validate and fast-path setup: mean ± sd of %u in this "
-                         "process; %s):\n\n", o_.reps, session);
-    s << "| threads | open + validate ms | fast-path setup ms | session peak RSS MiB | session load ms | session decode t/s |\n";
+            : absl::StrFormat(
+                  "session: a fresh cact-run, %u prompt tokens then decoding to %u positions",
+                  any.prompt, any.session_tokens);
+    s << absl::StrFormat(
+        "\nstart-up and memory (open + validate and fast-path setup: mean ± sd of %u in this "
+        "process; %s):\n\n",
+        o_.reps, session);
+    s << "| threads | open + validate ms | fast-path setup ms | session peak RSS MiB | session "
+         "load ms | session decode t/s |\n";
     s << "|---:|---:|---:|---:|---:|---:|\n";
     for (const auto& [t, f] : sessions_) {
       const Stats op = Summarise(f.open_ms), su = Summarise(f.setup_ms);
@@ -378,19 +393,29 @@ class Bench {
     auto X = [&](double d) { return L + (W - L - R) * d / max_depth; };
     auto Y = [&](double v) { return H - B - (H - T - B) * v / max_tps; };
     std::ostringstream s;
-    s << absl::StrFormat("<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='sans-serif' font-size='12'>\n", W, H);
+    s << absl::StrFormat(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='%g' height='%g' font-family='sans-serif' "
+        "font-size='12'>\n",
+        W, H);
     s << "<rect width='100%' height='100%' fill='white'/>\n";
-    s << absl::StrFormat("<text x='%g' y='18' font-size='14'>decode tokens/s vs context depth (tg%u, %s)</text>\n", L, o_.gen,
-                         std::filesystem::path(o_.model_path).filename().string());
-    s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, H - B, W - R, H - B);
-    s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, T, L, H - B);
+    s << absl::StrFormat(
+        "<text x='%g' y='18' font-size='14'>decode tokens/s vs context depth (tg%u, %s)</text>\n",
+        L, o_.gen, std::filesystem::path(o_.model_path).filename().string());
+    s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, H - B,
+                         W - R, H - B);
+    s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, T, L,
+                         H - B);
     for (int i = 0; i <= 5; ++i) {
       const double v = max_tps * i / 5, d = max_depth * i / 5;
-      s << absl::StrFormat("<text x='%g' y='%g' text-anchor='end'>%.0f</text>\n", L - 6, Y(v) + 4, v);
-      s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/>\n", L, Y(v), W - R, Y(v));
-      s << absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(d), H - B + 18, d);
+      s << absl::StrFormat("<text x='%g' y='%g' text-anchor='end'>%.0f</text>\n", L - 6, Y(v) + 4,
+                           v);
+      s << absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/>\n", L, Y(v),
+                           W - R, Y(v));
+      s << absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>%.0f</text>\n", X(d),
+                           H - B + 18, d);
     }
-    s << absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>context depth (tokens)</text>\n", (L + W - R) / 2, H - 10);
+    s << absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>context depth (tokens)</text>\n",
+                         (L + W - R) / 2, H - 10);
     const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"};
     int ci = 0, row = 0;
     for (const std::string& arm : arms_)
@@ -403,7 +428,8 @@ class Bench {
         }
         if (pts.empty()) continue;
         const char* c = colors[ci++ % 6];
-        s << absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n", c, pts);
+        s << absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='2' points='%s'/>\n",
+                             c, pts);
         s << absl::StrFormat("<text x='%g' y='%g' fill='%s'>%s, %u thread%s</text>\n", W - R + 10,
                              T + 16 * (row++ + 1), c, arm, t, t > 1 ? "s" : "");
       }
@@ -412,35 +438,49 @@ class Bench {
 
   std::string Json() const {
     nlohmann::ordered_json j;
-    j["model"] = {{"path", o_.model_path}, {"sha256", model_sha_}, {"code_bytes", cost_.code_bytes},
+    j["model"] = {{"path", o_.model_path},
+                  {"sha256", model_sha_},
+                  {"code_bytes", cost_.code_bytes},
                   {"macs_per_token", cost_.macs}};
     j["machine"] = {{"cpu", GetCpuFeatures().brand},
                     {"kernel", kernels::IsaName(kernels::ActiveIsa())},
-                    {"binary", SelfPath()}, {"binary_sha256", self_sha_},
+                    {"binary", SelfPath()},
+                    {"binary_sha256", self_sha_},
                     {"compiler", std::string("GCC ") + __VERSION__},
                     {"build_flags", kBuildFlags}};
-    j["config"] = {{"reps", o_.reps}, {"gen", o_.gen},
-                   {"window", int(Window())}, {"sink", o_.sink}};
+    j["config"] = {
+        {"reps", o_.reps}, {"gen", o_.gen}, {"window", int(Window())}, {"sink", o_.sink}};
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    ForEachResult([&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
-      const Stats st = Summarise(v);
-      rows.push_back({{"arm", arm}, {"threads", t}, {"test", test.name},
-                      {"kind", test.prefill ? "pp" : "tg"}, {"depth", test.depth},
-                      {"tokens", test.tokens}, {"mean_tps", st.mean}, {"stddev_tps", st.sd},
-                      {"samples", v}});
-    });
+    ForEachResult(
+        [&](const Test& test, uint32_t t, const std::string& arm, const std::vector<double>& v) {
+          const Stats st = Summarise(v);
+          rows.push_back({{"arm", arm},
+                          {"threads", t},
+                          {"test", test.name},
+                          {"kind", test.prefill ? "pp" : "tg"},
+                          {"depth", test.depth},
+                          {"tokens", test.tokens},
+                          {"mean_tps", st.mean},
+                          {"stddev_tps", st.sd},
+                          {"samples", v}});
+        });
     j["results"] = rows;
     nlohmann::ordered_json lim = nlohmann::ordered_json::array();
     for (uint32_t t : o_.threads)
-      lim.push_back({{"threads", t}, {"read_gbs", limits_.at(t).read_gbs},
-                     {"int8_gmacs", limits_.at(t).int8_gmacs}, {"floor_ms_per_token", FloorMs(t)}});
+      lim.push_back({{"threads", t},
+                     {"read_gbs", limits_.at(t).read_gbs},
+                     {"int8_gmacs", limits_.at(t).int8_gmacs},
+                     {"floor_ms_per_token", FloorMs(t)}});
     j["limits"] = lim;
     nlohmann::ordered_json ses = nlohmann::ordered_json::array();
     for (const auto& [t, f] : sessions_)
-      ses.push_back({{"threads", t}, {"open_validate_ms", f.open_ms}, {"fast_setup_ms", f.setup_ms},
+      ses.push_back({{"threads", t},
+                     {"open_validate_ms", f.open_ms},
+                     {"fast_setup_ms", f.setup_ms},
                      {"open_validate_ms_mean", Summarise(f.open_ms).mean},
                      {"fast_setup_ms_mean", Summarise(f.setup_ms).mean},
-                     {"session_prompt", f.prompt}, {"session_tokens", f.session_tokens},
+                     {"session_prompt", f.prompt},
+                     {"session_tokens", f.session_tokens},
                      {"session_peak_rss_bytes", uint64_t(f.session_peak_rss_mb * (1 << 20))},
                      {"session_load_ms", f.session_load_ms},
                      {"session_decode_tps", f.session_decode_tps}});
@@ -470,8 +510,10 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
   out->clear();
   for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     try {
-      if constexpr (std::is_same_v<T, std::string>) out->push_back(std::string(part));
-      else out->push_back(T(std::stoul(std::string(part))));
+      if constexpr (std::is_same_v<T, std::string>)
+        out->push_back(std::string(part));
+      else
+        out->push_back(T(std::stoul(std::string(part))));
     } catch (...) {
       return false;
     }
@@ -500,10 +542,12 @@ int BenchMain(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "prefill lengths, comma-separated (ppN tests)");
   app.add_option("-n,--gen", o.gen, "decoded tokens per tg test");
   app.add_option("-d,--depth", depths, "context depths of the tg tests, comma-separated");
-  app.add_option("-r,--reps", o.reps, "repetitions (arms alternate within each)")->check(CLI::Range(1, 1000));
+  app.add_option("-r,--reps", o.reps, "repetitions (arms alternate within each)")
+      ->check(CLI::Range(1, 1000));
   app.add_option("-t,--threads", threads, "thread counts, comma-separated");
   app.add_option("--arms", arms, "fast, fast-int8, ref, torch (comma-separated)");
-  app.add_option("--torch", o.torch_binary, "cact-torch executable: adds the libtorch arm (prefill tests)");
+  app.add_option("--torch", o.torch_binary,
+                 "cact-torch executable: adds the libtorch arm (prefill tests)");
   app.add_option("--ref-max-tokens", o.ref_max_tokens, "skip reference runs needing more tokens");
   app.add_option("--window", o.window, "attention window (default: the header's kv_window)");
   app.add_option("--sink", o.sink, "pinned first positions");

@@ -40,7 +40,7 @@ struct BenchOptions {
   std::string svg_out;        // also write an SVG plot of decode tokens/s against depth
   std::string torch_binary;   // cact-torch executable (adds the torch arm)
   uint32_t ref_max_tokens = 600;
-  int32_t window = -1;        // -1: the header's kv_window
+  int32_t window = -1;  // -1: the header's kv_window
   uint32_t sink = 0;
   double limits_seconds = 0.3;
   uint64_t seed = 1;

@@ -76,8 +76,8 @@ absl::StatusOr<SessionFigures> MeasureSession(const SessionOptions& o) {
   f.session_decode_tps = t["decode_tokens_per_s"].get<double>();
   const uint32_t reached = f.prompt + t["generated_tokens"].get<uint32_t>();
   if (reached != f.session_tokens)
-    return absl::InternalError(absl::StrFormat("session: reached %u positions, expected %u",
-                                               reached, f.session_tokens));
+    return absl::InternalError(
+        absl::StrFormat("session: reached %u positions, expected %u", reached, f.session_tokens));
   return f;
 }
 

@@ -16,18 +16,18 @@ namespace cact {
 
 struct SessionOptions {
   std::string model_path;
-  std::string run_binary;        // the cact-run executable for the fresh-process session
-  std::vector<int32_t> prompt;   // the session's prompt ids (cut to session_tokens - 1)
+  std::string run_binary;          // the cact-run executable for the fresh-process session
+  std::vector<int32_t> prompt;     // the session's prompt ids (cut to session_tokens - 1)
   uint32_t session_tokens = 2048;  // total positions (capped at max_seq_len)
   uint32_t threads = 1;
-  uint32_t reps = 5;             // in-process open/setup timings
+  uint32_t reps = 5;  // in-process open/setup timings
 };
 
 struct SessionFigures {
   std::vector<double> open_ms, setup_ms;  // one per repetition
   uint32_t prompt = 0, session_tokens = 0, threads = 1;
-  double session_peak_rss_mb = 0;         // MiB
-  double session_load_ms = 0;             // as the fresh process reports it
+  double session_peak_rss_mb = 0;  // MiB
+  double session_load_ms = 0;      // as the fresh process reports it
   double session_decode_tps = 0;
 };
 

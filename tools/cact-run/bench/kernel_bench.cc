@@ -63,10 +63,14 @@ int main(int argc, char** argv) {
   uint32_t tokens = 64;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
-    if (k == "--isa") isa_arg = argv[i + 1];
-    else if (k == "--threads") threads = std::atoi(argv[i + 1]);
-    else if (k == "--tokens") tokens = uint32_t(std::atoi(argv[i + 1]));
-    else if (k == "--two-level") g_two_level = std::atoi(argv[i + 1]) != 0;
+    if (k == "--isa")
+      isa_arg = argv[i + 1];
+    else if (k == "--threads")
+      threads = std::atoi(argv[i + 1]);
+    else if (k == "--tokens")
+      tokens = uint32_t(std::atoi(argv[i + 1]));
+    else if (k == "--two-level")
+      g_two_level = std::atoi(argv[i + 1]) != 0;
   }
   std::mt19937 rng(1);
   const uint32_t L = 27, d = 512, m = 4;
@@ -164,10 +168,11 @@ int main(int argc, char** argv) {
     prefill(1);
     double pbest = 1e9;
     for (int i = 0; i < 3; ++i) pbest = std::min(pbest, prefill(preps));
-    std::printf("%-8s decode %8.3f ms/token  %7.0f tok/s  %6.1f GB/s codes  %6.1f GMAC/s | "
-                "prefill(%u) %8.0f tok/s  %6.1f GMAC/s\n",
-                IsaName(isa), best * 1e3, 1 / best, code_bytes / best / 1e9, macs / best / 1e9,
-                tokens, tokens / pbest, macs * tokens / pbest / 1e9);
+    std::printf(
+        "%-8s decode %8.3f ms/token  %7.0f tok/s  %6.1f GB/s codes  %6.1f GMAC/s | "
+        "prefill(%u) %8.0f tok/s  %6.1f GMAC/s\n",
+        IsaName(isa), best * 1e3, 1 / best, code_bytes / best / 1e9, macs / best / 1e9, tokens,
+        tokens / pbest, macs * tokens / pbest / 1e9);
   }
   return 0;
 }

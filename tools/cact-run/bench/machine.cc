@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "engine/kernels/cq_kernels.h"
-#include "tools/cact-run/bench/machine_table.h"
 #include "engine/kernels/team.h"
 #include "lib/resources.h"
+#include "tools/cact-run/bench/machine_table.h"
 
 namespace cact::kernels {
 namespace {
@@ -58,7 +58,8 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
       const uint8_t* p = buf.data() + size_t(r.begin) * 256;
       const size_t n = size_t(r.end - r.begin) * 256;
       uint64_t s = 0;
-      for (int k = 0; k < passes; ++k) s += simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n);
+      for (int k = 0; k < passes; ++k)
+        s += simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n);
       if (s == 42) sink = sink + 1;
     });
     best = std::max(best, double(bytes) * passes / pass_clock.Seconds() / 1e9);
@@ -70,10 +71,17 @@ double MeasureInt8Throughput(uint32_t threads, double seconds) {
   uint64_t (*loop)(uint64_t) = DotLoopScalar;
   switch (ActiveIsa()) {
     case Isa::kAvx512:
-    case Isa::kAvx512Vbmi: loop = internal::DotLoopAvx512; break;
-    case Isa::kAvxVnni: loop = internal::DotLoopAvxVnni; break;
-    case Isa::kAvx2: loop = internal::DotLoopAvx2; break;
-    case Isa::kScalar: break;
+    case Isa::kAvx512Vbmi:
+      loop = internal::DotLoopAvx512;
+      break;
+    case Isa::kAvxVnni:
+      loop = internal::DotLoopAvxVnni;
+      break;
+    case Isa::kAvx2:
+      loop = internal::DotLoopAvx2;
+      break;
+    case Isa::kScalar:
+      break;
   }
   Team team(threads);
   double best = 0;

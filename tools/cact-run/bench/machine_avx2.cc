@@ -14,7 +14,10 @@ uint64_t DotLoopAvx2(uint64_t iters) {
         return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), one));
       },
       [](__m256i a, __m256i b) { return _mm256_add_epi32(a, b); },
-      [](__m256i s) { volatile int32_t keep = _mm256_extract_epi32(s, 0); (void)keep; });
+      [](__m256i s) {
+        volatile int32_t keep = _mm256_extract_epi32(s, 0);
+        (void)keep;
+      });
 }
 
 }  // namespace cact::kernels::internal

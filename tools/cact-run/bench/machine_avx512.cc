@@ -26,7 +26,10 @@ uint64_t DotLoopAvx512(uint64_t iters) {
       iters, _mm512_setzero_si512(), _mm512_set1_epi8(3), _mm512_set1_epi8(-2),
       [](__m512i acc, __m512i w, __m512i x) { return _mm512_dpbusd_epi32(acc, w, x); },
       [](__m512i a, __m512i b) { return _mm512_add_epi32(a, b); },
-      [](__m512i s) { volatile int32_t keep = _mm512_reduce_add_epi32(s); (void)keep; });
+      [](__m512i s) {
+        volatile int32_t keep = _mm512_reduce_add_epi32(s);
+        (void)keep;
+      });
 }
 
 }  // namespace cact::kernels::internal
