@@ -191,7 +191,7 @@ absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& st, const std::s
     ad.scale = std::strtod(it->second.c_str(), &end);
     if (!end || *end || !std::isfinite(ad.scale))
       return FileError(file, "metadata scale '" + it->second + "' is not a number");
-    ad.scale_source = "adapter metadata 'scale'";
+    ad.scale_source = "the adapter's 'scale'";
   } else {
     return FileError(
         file,

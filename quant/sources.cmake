@@ -7,6 +7,7 @@ set(CACT_QUANT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cq.cc
   ${CMAKE_CURRENT_LIST_DIR}/cq_batch.cc
   ${CMAKE_CURRENT_LIST_DIR}/dequant_export.cc
+  ${CMAKE_CURRENT_LIST_DIR}/flax_checkpoint.cc
   ${CMAKE_CURRENT_LIST_DIR}/fp16.cc
   ${CMAKE_CURRENT_LIST_DIR}/fwht.cc
   ${CMAKE_CURRENT_LIST_DIR}/lora.cc

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,18 @@ const FloatTensor* Need(const Safetensors& w, const std::string& name, size_t nd
 }
 
 }  // namespace
+
+uint32_t ExporterKvWindow(const Geometry& g, uint32_t config_window) {
+  constexpr uint64_t kBudgetBytes = 11 * 1024 * 1024 + 512 * 1024;
+  constexpr uint64_t kScaleGroup = 32, kMinWindow = 160;
+  const uint64_t kv = g.kv_dim(), d = g.d_model;
+  const uint64_t per_position = uint64_t(g.num_layers) * (2 * kv + 2 * (kv / kScaleGroup) * 4) +
+                                uint64_t(g.num_engram_sites) * (d + (d / kScaleGroup) * 4);
+  const uint64_t fits =
+      per_position ? kBudgetBytes / per_position / kScaleGroup * kScaleGroup : g.max_seq_len;
+  const uint64_t budget = std::max<uint64_t>(kMinWindow, std::min<uint64_t>(fits, g.max_seq_len));
+  return uint32_t(config_window ? std::min<uint64_t>(budget, config_window) : budget);
+}
 
 absl::StatusOr<Geometry> GeometryFromOfficialConfig(const std::string& json, uint32_t kv_window,
                                                     const std::string& file) {
@@ -230,6 +243,22 @@ absl::StatusOr<Geometry> InferGeometryFromShapes(const Safetensors& w, const std
   return g;
 }
 
+namespace {
+
+// A branch-free scan (all-ones exponent = inf or NaN) that vectorizes; the slow search for
+// the index runs only when it fails.
+bool AllFinite(const std::vector<float>& v) {
+  uint32_t bad = 0;
+  for (float f : v) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    bad |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
+}  // namespace
+
 absl::Status CheckWeightsMatchLayout(const Safetensors& w, const std::vector<TensorSpec>& layout,
                                      const std::string& file) {
   std::map<std::string, const TensorSpec*> wanted;
@@ -245,11 +274,12 @@ absl::Status CheckWeightsMatchLayout(const Safetensors& w, const std::vector<Ten
     if (t->shape != spec->shape)
       return FileError(file, absl::StrFormat("tensor '%s' has shape %s but the geometry needs %s",
                                              name, ShapeText(t->shape), ShapeText(spec->shape)));
-    for (size_t i = 0; i < t->data.size(); ++i)
-      if (!std::isfinite(t->data[i]))
-        return FileError(
-            file, absl::StrFormat("tensor '%s' has a non-finite value (%g) at flat index %d", name,
-                                  t->data[i], i));
+    if (!AllFinite(t->data))
+      for (size_t i = 0; i < t->data.size(); ++i)
+        if (!std::isfinite(t->data[i]))
+          return FileError(
+              file, absl::StrFormat("tensor '%s' has a non-finite value (%g) at flat index %d",
+                                    name, t->data[i], i));
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,12 @@ namespace cact {
 absl::StatusOr<Geometry> GeometryFromOfficialConfig(const std::string& json, uint32_t kv_window,
                                                     const std::string& file);
 
+// The header window the official exporter writes for a model trained with `config_window`
+// (0 = none): the largest multiple of 32 positions whose int8 KV cache (per layer K and V
+// plus one f32 scale per 32 values, per engram site one d_model row plus its scales) fits
+// the runtime's 11.5 MiB budget, clamped to [160, max_seq_len], and at most `config_window`.
+uint32_t ExporterKvWindow(const Geometry& g, uint32_t config_window);
+
 // Probe heads from `heads.manifest` (codes 1 contrastive, 2 confidence) and the shapes of
 // `<head>.probes` / `<head>.proj`; empty when there is no manifest.
 absl::StatusOr<std::vector<ProbeHeadSpec>> ProbeHeadsFromWeights(const Safetensors& w,

@@ -297,18 +297,27 @@ def dump(obj, path, protocol):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("fixture_dir")
+    ap.add_argument("fixture_dir", help="a fixture directory (or '-' with --weights)")
     ap.add_argument("out_dir")
     ap.add_argument("--marker", help="absolute path the hostile pickles touch (OUT_DIR/PWNED)")
+    ap.add_argument("--weights", help="float weights to use instead of FIXTURE_DIR's (benchmarks: "
+                    "any `cact-quant dequant` output; no case.json check)")
+    ap.add_argument("--only", help="comma-separated file names: write just these")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+
+    def want(name):
+        return only is None or name in only
     os.makedirs(args.out_dir, exist_ok=True)
     marker = os.path.abspath(args.marker or os.path.join(args.out_dir, "PWNED"))
 
-    w, meta = read_safetensors(os.path.join(args.fixture_dir, "weights.safetensors"))
-    case_json = json.load(open(os.path.join(args.fixture_dir, "case.json")))
+    w, meta = read_safetensors(args.weights or
+                               os.path.join(args.fixture_dir, "weights.safetensors"))
     cfg = json.loads(meta["config"])
-    assert cfg == case_json["config"], "weights.safetensors and case.json disagree"
-    case = meta["case"]
+    if not args.weights:
+        case_json = json.load(open(os.path.join(args.fixture_dir, "case.json")))
+        assert cfg == case_json["config"], "weights.safetensors and case.json disagree"
+    case = meta.get("case", "weights")
 
     params32 = build_params(w, cfg)
     params16 = map_arrays(params32, lambda a: a.astype(np.float16))
@@ -321,14 +330,21 @@ def main():
                            "dtype": dtype, "case": case, "config": ck32["config"]}, **extra))
 
     for proto in (2, 4, 5):
-        dump(ck32, os.path.join(args.out_dir, f"ckpt_f32_p{proto}.pkl"), proto)
-        ckpt_entry(f"ckpt_f32_p{proto}.pkl", proto, "float32")
-    dump(ck16, os.path.join(args.out_dir, "ckpt_f16_p4.pkl"), 4)
-    ckpt_entry("ckpt_f16_p4.pkl", 4, "float16")
-    dump_numpy2(ck32, os.path.join(args.out_dir, "ckpt_f32_np2.pkl"), 4)
-    ckpt_entry("ckpt_f32_np2.pkl", 4, "float32", numpy_globals="numpy._core.multiarray")
-    dump_numpy2(ck32, os.path.join(args.out_dir, "ckpt_f32_np2_p5.pkl"), 5)
-    ckpt_entry("ckpt_f32_np2_p5.pkl", 5, "float32", numpy_globals="numpy._core.numeric")
+        if want(f"ckpt_f32_p{proto}.pkl"):
+            dump(ck32, os.path.join(args.out_dir, f"ckpt_f32_p{proto}.pkl"), proto)
+            ckpt_entry(f"ckpt_f32_p{proto}.pkl", proto, "float32")
+    if want("ckpt_f16_p4.pkl"):
+        dump(ck16, os.path.join(args.out_dir, "ckpt_f16_p4.pkl"), 4)
+        ckpt_entry("ckpt_f16_p4.pkl", 4, "float16")
+    if want("ckpt_f32_np2.pkl"):
+        dump_numpy2(ck32, os.path.join(args.out_dir, "ckpt_f32_np2.pkl"), 4)
+        ckpt_entry("ckpt_f32_np2.pkl", 4, "float32", numpy_globals="numpy._core.multiarray")
+    if want("ckpt_f32_np2_p5.pkl"):
+        dump_numpy2(ck32, os.path.join(args.out_dir, "ckpt_f32_np2_p5.pkl"), 5)
+        ckpt_entry("ckpt_f32_np2_p5.pkl", 5, "float32", numpy_globals="numpy._core.numeric")
+    if only is not None and not any(n.startswith(("adapter", "merged", "evil")) for n in only):
+        finish(args.out_dir, case, files)
+        return
 
     adapter = make_adapter(params32)
     for proto in (2, 4, 5):
@@ -336,6 +352,14 @@ def main():
         files.append({"file": f"adapter_p{proto}.pkl", "kind": "lora_adapter", "protocol": proto,
                       "dtype": "float32", "rank": LORA_RANK, "scale": adapter["scale"],
                       "seed": LORA_SEED})
+
+    # The same adapter in the stacked safetensors layout `cact-quant lora` already reads, so
+    # the pickle path can be checked against it byte for byte.
+    stacked = {f"{path}/{half}": ab[half] for path, ab in adapter["lora"].items() for half in "AB"}
+    write_safetensors(os.path.join(args.out_dir, "adapter_stacked.safetensors"), stacked,
+                      {"scale": repr(float(adapter["scale"]))})
+    files.append({"file": "adapter_stacked.safetensors", "kind": "lora_adapter_safetensors",
+                  "scale": adapter["scale"]})
 
     for dtype, name in ((np.float16, "merged_f16.safetensors"),
                         (np.float32, "merged_f32.safetensors")):
@@ -348,15 +372,18 @@ def main():
                       "base": base, "adapter": "adapter_p4.pkl", "case": case})
 
     write_hostile(args.out_dir, ck16, marker, files)
+    finish(args.out_dir, case, files)
 
+
+def finish(out_dir, case, files):
+    """Sizes and hashes of what was written, in manifest.json."""
     for entry in files:
-        data = open(os.path.join(args.out_dir, entry["file"]), "rb").read()
+        data = open(os.path.join(out_dir, entry["file"]), "rb").read()
         entry["bytes"] = len(data)
         entry["sha256"] = hashlib.sha256(data).hexdigest()
-    with open(os.path.join(args.out_dir, "manifest.json"), "w") as f:
-        json.dump({"case": case, "fixture": os.path.abspath(args.fixture_dir),
-                   "numpy": np.__version__, "files": files}, f, indent=1)
-    print(f"{case}: wrote {len(files)} files + manifest.json to {args.out_dir}")
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump({"case": case, "numpy": np.__version__, "files": files}, f, indent=1)
+    print(f"{case}: wrote {len(files)} files + manifest.json to {out_dir}")
 
 
 if __name__ == "__main__":
