@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "lib/file_bytes.h"
 
 namespace cact::inspect {
 
@@ -17,6 +18,8 @@ struct Options {
 int Fail(const absl::Status& status);
 
 int RunInfo(const Options& o);
+// RunInfo for an official training pickle (checkpoint or LoRA adapter).
+int RunPickleInfo(const Options& o, FileBytes bytes);
 int RunVerify(const Options& o);
 int RunDiff(const Options& o);
 int RunDump(const Options& o);

@@ -9,6 +9,7 @@
 #include "formats/cact/accounting.h"
 #include "formats/cact/cact_file.h"
 #include "formats/cact/geometry_json.h"
+#include "formats/pickle.h"
 #include "formats/tokenizer_blob.h"
 #include "lib/sha256.h"
 #include "nlohmann/json.hpp"
@@ -139,6 +140,11 @@ void PrintAccounting(const Accounting& a, bool markdown) {
 }  // namespace
 
 int RunInfo(const Options& o) {
+  {
+    absl::StatusOr<FileBytes> bytes = FileBytes::Open(o.file);
+    if (!bytes.ok()) return Fail(bytes.status());
+    if (LooksLikePickle(bytes->span())) return RunPickleInfo(o, std::move(*bytes));
+  }
   auto file = CactFile::Open(o.file);
   if (!file.ok()) return Fail(file.status());
   const CactFile& f = *file;

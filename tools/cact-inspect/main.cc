@@ -2,6 +2,7 @@
 // quant/ (validation, naming, accounting, scheme inference, dequantization, diff).
 //
 //   cact-inspect [--json|--markdown] FILE          summary, tensor table, accounting
+//   cact-inspect [--json] CKPT.pkl                 an official checkpoint or LoRA adapter
 //   cact-inspect verify FILE [--sha256 HEX]        validation + checksums, exit 0/1
 //   cact-inspect diff A B [--json]                 what a rebuild touched
 //   cact-inspect dump FILE --tensor NAME -o X.npy  dequantized tensor as .npy
@@ -31,7 +32,8 @@ int main(int argc, char** argv) {
   cact::inspect::Options o;
 
   auto* info = app.add_subcommand("info", "summary, tensor table and accounting (default command)");
-  info->add_option("file", o.file, ".cact or .cact.zst file")->required();
+  info->add_option("file", o.file, ".cact / .cact.zst, or an official checkpoint / adapter .pkl")
+      ->required();
   info->add_flag("--json", o.json,
                  "machine-readable JSON (keys documented in docs/cact-inspect.md)");
   info->add_flag("--markdown", o.markdown, "Markdown tables");

@@ -2,7 +2,9 @@
 #include <sstream>
 
 #include "formats/sentencepiece_model.h"
+#include "formats/tokenizer_blob.h"
 #include "quant/build.h"
+#include "quant/flax_checkpoint.h"
 #include "tools/cact-quant/commands.h"
 
 namespace cact::quant_tool {
@@ -47,16 +49,46 @@ int RunBuild(const Options& o) {
   req.kv_window = o.kv_window;
   rep.Configure(&req);
 
-  absl::StatusOr<Safetensors> weights = ReadSafetensors(o.weights);
-  if (!weights.ok()) return rep.Fail(weights.status());
-  req.weights = &*weights;
-  req.weights_path = o.weights;
+  if (o.weights.empty() == o.checkpoint.empty())
+    return rep.Fail(absl::InvalidArgumentError(
+        "give the float weights: --weights W.safetensors or --checkpoint CKPT.pkl"));
+  if (!o.lora_adapter.empty() && o.checkpoint.empty())
+    return rep.Fail(absl::InvalidArgumentError(
+        "--lora merges into a --checkpoint; for a .cact use `cact-quant lora`"));
+  if (o.scale && o.lora_adapter.empty())
+    return rep.Fail(absl::InvalidArgumentError("--scale needs --lora"));
+  ReserveForWeightsIn(o.checkpoint.empty() ? o.weights : o.checkpoint);
+  absl::StatusOr<Safetensors> weights;
+  std::optional<CheckpointBuild> ckpt;
+  if (!o.checkpoint.empty()) {
+    absl::StatusOr<CheckpointBuild> c =
+        LoadCheckpointForBuild(o.checkpoint, o.lora_adapter, o.scale);
+    if (!c.ok()) return rep.Fail(c.status());
+    ckpt.emplace(std::move(*c));
+    if (!req.scheme) req.scheme.emplace(ckpt->scheme);
+    req.weights = &ckpt->canonical.weights;
+    req.weights_path = o.checkpoint;
+  } else {
+    weights = ReadSafetensors(o.weights);
+    if (!weights.ok()) return rep.Fail(weights.status());
+    req.weights = &*weights;
+    req.weights_path = o.weights;
+  }
   std::optional<CactFile> base;
   if (!o.base.empty()) {
     absl::StatusOr<CactFile> f = CactFile::Open(o.base);
     if (!f.ok()) return rep.Fail(f.status());
     base.emplace(std::move(*f));
-    req.base = &*base;
+    if (ckpt && o.tokenizer.empty()) {
+      // `needle build` takes only the tokenizer from the published archive: every tensor is
+      // quantized afresh, so the base's bytes and widths play no part.
+      absl::StatusOr<TokenizerBlob> t = ParseTokenizerBlob(base->tokenizer_blob(), o.base);
+      if (!t.ok()) return rep.Fail(t.status());
+      req.tokenizer = std::move(*t);
+      req.tokenizer_source = o.base + " (its tokenizer)";
+    } else if (!ckpt) {
+      req.base = &*base;
+    }
   }
   if (!o.tokenizer.empty()) {
     absl::StatusOr<TokenizerBlob> t = ReadSentencePieceModel(o.tokenizer);
@@ -71,7 +103,12 @@ int RunBuild(const Options& o) {
   }
 
   RebuildReport report = rep.StartRebuild("build", &timer);
+  if (ckpt) report.notes.insert(report.notes.begin(), ckpt->notes.begin(), ckpt->notes.end());
   const absl::StatusOr<CactContents> contents = BuildCact(req, &report, rep.Progress());
+  if (ckpt) {
+    report.geometry_source = "checkpoint config (header kv_window: the exporter's budget)";
+    if (o.scheme.empty()) report.scheme_source = ckpt->scheme_source;
+  }
   return rep.Complete(contents, &report, &timer);
 }
 

@@ -27,6 +27,7 @@ struct Options {
   bool group_given = false;
   // build
   std::string weights, scheme, tokenizer, base, config;
+  std::string checkpoint, lora_adapter;  // build --checkpoint CKPT.pkl [--lora ADAPTER.pkl]
   bool exact = false, force_requantize = false;
   double keep_tolerance = -1;
   // requant / lora
@@ -34,10 +35,15 @@ struct Options {
   std::optional<double> scale;
   // synth
   std::string preset = "needle2", weights_out;
-  // dequant
-  std::string dtype = "F32";
+  // dequant, convert ("" = convert's default: the checkpoint's own dtype)
+  std::string dtype;
   uint64_t seed = 1;
 };
+
+// Before reading float weights from `path`: heap room (on huge pages) for about twice its
+// size, what they become as float32 tensors (lib/heap_reserve.h). CACT_NO_HEAP_RESERVE=1
+// turns it off (to measure it).
+void ReserveForWeightsIn(const std::string& path);
 
 int RunCodebook(const Options& o);
 int RunBuild(const Options& o);
@@ -45,6 +51,7 @@ int RunRequant(const Options& o);
 int RunLora(const Options& o);
 int RunSynth(const Options& o);
 int RunDequant(const Options& o);
+int RunConvert(const Options& o);
 
 // Phase timing for the report: wall and process CPU seconds per phase, wall in total.
 class PhaseTimer {

@@ -9,13 +9,14 @@ namespace cact::quant_tool {
 int RunDequant(const Options& o) {
   Reporter rep(o);
   PhaseTimer timer;
-  if (o.dtype != "F32" && o.dtype != "F16" && o.dtype != "BF16")
-    return rep.Fail(absl::InvalidArgumentError("--dtype " + o.dtype + " is not F32, F16 or BF16"));
+  const std::string dtype = o.dtype.empty() ? "F32" : o.dtype;
+  if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+    return rep.Fail(absl::InvalidArgumentError("--dtype " + dtype + " is not F32, F16 or BF16"));
   absl::StatusOr<CactFile> in = CactFile::Open(o.input);
   if (!in.ok()) return rep.Fail(in.status());
   absl::StatusOr<Safetensors> st = DequantizedWeights(*in);
   if (!st.ok()) return rep.Fail(st.status());
-  if (absl::Status s = WriteSafetensors(o.output, *st, o.dtype); !s.ok()) return rep.Fail(s, 1);
+  if (absl::Status s = WriteSafetensors(o.output, *st, dtype); !s.ok()) return rep.Fail(s, 1);
   const double seconds = timer.Total();
   uint64_t params = 0;
   for (const FloatTensor& t : st->tensors) params += t.data.size();
@@ -23,7 +24,7 @@ int RunDequant(const Options& o) {
     nlohmann::ordered_json j{{"command", "dequant"},
                              {"input", o.input},
                              {"output", o.output},
-                             {"dtype", o.dtype},
+                             {"dtype", dtype},
                              {"tensors", st->tensors.size()},
                              {"params", params},
                              {"bits_map", st->metadata["bits_map"]},
@@ -34,12 +35,12 @@ int RunDequant(const Options& o) {
         "dequant: %s -> %s\n  tensors         %zu (%llu parameters) as %s\n  scheme          %s\n"
         "  time            %.3f s\n",
         o.input.c_str(), o.output.c_str(), st->tensors.size(), (unsigned long long)params,
-        o.dtype.c_str(), st->metadata["bits_map"].c_str(), seconds);
-    if (o.dtype != "F32")
+        dtype.c_str(), st->metadata["bits_map"].c_str(), seconds);
+    if (dtype != "F32")
       std::printf(
           "  note            %s loses precision: `build --base` will not recognise the values as "
           "unchanged\n",
-          o.dtype.c_str());
+          dtype.c_str());
   }
   return 0;
 }

@@ -1,6 +1,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "quant/flax_checkpoint.h"
 #include "quant/lora.h"
 #include "tools/cact-quant/commands.h"
 
@@ -11,7 +12,7 @@ int RunLora(const Options& o) {
   PhaseTimer timer;
   absl::StatusOr<CactFile> base = CactFile::Open(o.input);
   if (!base.ok()) return rep.Fail(base.status());
-  absl::StatusOr<Safetensors> st = ReadSafetensors(o.adapter);
+  absl::StatusOr<Safetensors> st = ReadAdapterFile(o.adapter, base->geometry());
   if (!st.ok()) return rep.Fail(st.status());
   std::string config;
   if (!o.adapter_config.empty()) {

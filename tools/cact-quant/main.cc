@@ -3,10 +3,15 @@
 //   cact-quant codebook --bits {2,3,4,1.58} --group N
 //   cact-quant build --weights W.safetensors -o OUT.cact [--scheme S] [--group N]
 //                    [--tokenizer F.model | --base BASE.cact] [--kv-window N] [--dry-run]
+//   cact-quant build --checkpoint CKPT.pkl [--lora ADAPTER.pkl] -o OUT.cact
+//                    [--tokenizer F.model | --base BASE.cact] [--scheme S]
 //   cact-quant requant IN.cact --scheme S -o OUT.cact
-//   cact-quant lora BASE.cact --adapter A.safetensors [--adapter-config C.json] [--scale X] -o
-//   OUT.cact cact-quant synth --preset needle2 [--seed N] -o OUT.cact cact-quant dequant IN.cact -o
-//   WEIGHTS.safetensors       (the float weights to edit / fine-tune) cact-quant --version
+//   cact-quant lora BASE.cact --adapter A.{safetensors,pkl} [--adapter-config C.json]
+//                   [--scale X] -o OUT.cact
+//   cact-quant synth --preset needle2 [--seed N] -o OUT.cact
+//   cact-quant dequant IN.cact -o WEIGHTS.safetensors  (the float weights to edit / fine-tune)
+//   cact-quant convert CKPT.pkl [--lora ADAPTER.pkl] -o WEIGHTS.safetensors
+//   cact-quant --version
 // Every subcommand takes --json; outputs ending in .zst are zstd-compressed.
 #include <string>
 
@@ -50,19 +55,23 @@ int main(int argc, char** argv) {
   codebook->add_flag("--json", o.json, "JSON output");
 
   auto* build = app.add_subcommand("build", "quantize float weights (safetensors) into a .cact");
-  build
-      ->add_option("--weights", o.weights,
-                   "float weights: canonical names, [out, in] (like the fixtures')")
-      ->required();
+  build->add_option("--weights", o.weights,
+                    "float weights: canonical names, [out, in] (like the fixtures')");
+  build->add_option("--checkpoint", o.checkpoint,
+                    "or the official training checkpoint (.pkl), read without running any of it");
+  build->add_option("--lora", o.lora_adapter,
+                    "official LoRA adapter (.pkl) merged into --checkpoint as `needle build` does");
+  build->add_option("--scale", o.scale, "--lora merge scale (default: the adapter's)");
   build->add_option("--scheme", o.scheme,
                     "bits map, e.g. embedding=4,mhc=4,default=2 (default: the base's "
-                    "widths, the weights' bits_map, or that default)");
+                    "widths, the weights' bits_map, or that default; for --checkpoint the "
+                    "config's weight_bits, else 4 bits)");
   build->add_option("--group", o.group, "CQ group (default: base, metadata, 128)")
       ->each([&](const std::string&) { o.group_given = true; });
   build->add_option("--tokenizer", o.tokenizer, "SentencePiece .model for the RAW tokenizer");
   build->add_option("--base", o.base,
                     "base .cact: geometry, tokenizer, widths, and bytes kept for unchanged "
-                    "tensors");
+                    "tensors (with --checkpoint: the tokenizer only)");
   build->add_option("--config", o.config, "official config JSON when the weights carry none");
   build->add_flag("--exact", o.exact, "keep base bytes only for bitwise-equal values");
   build->add_flag("--force-requantize", o.force_requantize, "quantize every tensor, keep nothing");
@@ -80,7 +89,8 @@ int main(int argc, char** argv) {
 
   auto* lora = app.add_subcommand("lora", "merge a LoRA adapter into the attention projections");
   lora->add_option("base", o.input, "base .cact / .cact.zst")->required();
-  lora->add_option("--adapter", o.adapter, "adapter safetensors (PEFT or stacked layout)")
+  lora->add_option("--adapter", o.adapter,
+                   "adapter: safetensors (PEFT or stacked layout) or the official .pkl")
       ->required();
   lora->add_option("--adapter-config", o.adapter_config,
                    "PEFT adapter_config.json (lora_alpha, r, use_rslora)");
@@ -103,6 +113,18 @@ int main(int argc, char** argv) {
   dequant->add_option("--dtype", o.dtype, "F32 (default; exact), F16 or BF16");
   dequant->add_flag("--json", o.json, "JSON summary");
 
+  auto* convert = app.add_subcommand(
+      "convert",
+      "official checkpoint (.pkl) -> canonical float weights (safetensors, [out, in], config in "
+      "the metadata) for PyTorch and `build --weights`");
+  convert->add_option("checkpoint", o.input, "checkpoint .pkl")->required();
+  convert->add_option("--lora", o.lora_adapter, "official LoRA adapter (.pkl) to merge first");
+  convert->add_option("--scale", o.scale, "--lora merge scale (default: the adapter's)");
+  convert->add_option("-o,--output", o.output, "output .safetensors")->required();
+  convert->add_option("--dtype", o.dtype,
+                      "F32, F16 or BF16 (default: F16 for a float16 checkpoint, else F32)");
+  convert->add_flag("--json", o.json, "JSON summary");
+
   if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
   if (*codebook) return cact::quant_tool::RunCodebook(o);
   if (*build) return cact::quant_tool::RunBuild(o);
@@ -110,5 +132,6 @@ int main(int argc, char** argv) {
   if (*lora) return cact::quant_tool::RunLora(o);
   if (*synth) return cact::quant_tool::RunSynth(o);
   if (*dequant) return cact::quant_tool::RunDequant(o);
+  if (*convert) return cact::quant_tool::RunConvert(o);
   return 2;
 }

@@ -1,0 +1,192 @@
+// The official fine-tuning artifacts from the command line: `build --checkpoint` reproduces
+// the exporter's file byte for byte (every protocol, numpy 2 names, tokenizer from a model
+// or a base), `--lora` merges as `needle build` does, `lora --adapter X.pkl` equals the same
+// adapter given as safetensors, `convert` gives the canonical weights back, `cact-inspect`
+// describes both kinds, and hostile pickles fail with one line, exit 2 and no output.
+#include <filesystem>
+#include <set>
+
+#include "formats/safetensors.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "support/test_support.h"
+#include "support/training_pickles.h"
+
+namespace cact {
+namespace {
+
+using testing::Fixture;
+using testing::ReadAll;
+using testing::TempDir;
+using testing::Tool;
+using testing::TrainingPickles;
+
+std::string Quant() { return Tool("cact-quant"); }
+std::string Inspect() { return Tool("cact-inspect"); }
+
+class CheckpointCli : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_TOOL_BUILT("cact-quant");
+    ASSERT_TOOL_BUILT("cact-inspect");
+  }
+  std::string Pkl(const std::string& name) const { return TrainingPickles::File(GetParam(), name); }
+};
+
+TEST_P(CheckpointCli, BuildFromTheCheckpointIsTheExportersFileInEveryProtocol) {
+  const std::string kase = GetParam();
+  const std::vector<uint8_t> want = ReadAll(Fixture(kase, "model.cact"));
+  TempDir dir;
+  for (const char* f : {"ckpt_f32_p2.pkl", "ckpt_f32_p4.pkl", "ckpt_f32_p5.pkl", "ckpt_f32_np2.pkl",
+                        "ckpt_f32_np2_p5.pkl"}) {
+    SCOPED_TRACE(f);
+    auto r = testing::Run(Quant() + " build -q --checkpoint " + Pkl(f) + " --tokenizer " +
+                          Fixture(kase, "tokenizer.model") + " -o " + dir / "out.cact");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(ReadAll(dir / "out.cact"), want);
+    EXPECT_NE(r.output.find("checkpoint config weight_bits"), std::string::npos) << r.output;
+  }
+  // `needle build` takes the tokenizer from the published archive: --base does the same.
+  auto b = testing::Run(Quant() + " build --json --checkpoint " + Pkl("ckpt_f32_p4.pkl") +
+                        " --base " + Fixture(kase, "model.cact") + " -o " + dir / "b.cact");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(ReadAll(dir / "b.cact"), want);
+  const auto j = nlohmann::json::parse(b.output);
+  EXPECT_EQ(j["scheme_source"], "checkpoint config weight_bits");
+  EXPECT_NE(j["tokenizer_source"].get<std::string>().find("its tokenizer"), std::string::npos);
+}
+
+TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
+  const std::string kase = GetParam();
+  TempDir dir;
+  auto c =
+      testing::Run(Quant() + " convert " + Pkl("ckpt_f32_p5.pkl") + " -o " + dir / "w.safetensors");
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  absl::StatusOr<Safetensors> got = ReadSafetensors(dir / "w.safetensors");
+  absl::StatusOr<Safetensors> want = ReadSafetensors(Fixture(kase, "weights.safetensors"));
+  ASSERT_TRUE(got.ok() && want.ok());
+  ASSERT_EQ(got->tensors.size(), want->tensors.size());
+  for (const FloatTensor& w : want->tensors) {
+    const FloatTensor* g = got->Find(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    EXPECT_EQ(g->shape, w.shape) << w.name;
+    EXPECT_EQ(g->data, w.data) << w.name;
+  }
+  EXPECT_EQ(got->metadata["kv_window_header"], want->metadata["kv_window_header"]);
+  auto b = testing::Run(Quant() + " build -q --weights " + dir / "w.safetensors" + " --tokenizer " +
+                        Fixture(kase, "tokenizer.model") + " -o " + dir / "w.cact");
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  EXPECT_EQ(ReadAll(dir / "w.cact"), ReadAll(Fixture(kase, "model.cact")));
+
+  // A float16 checkpoint converts to F16 by default (exact), with --lora merged first: the
+  // merged projections are numpy's, and building the converted file equals building directly.
+  auto c16 = testing::Run(Quant() + " convert --json " + Pkl("ckpt_f16_p4.pkl") + " --lora " +
+                          Pkl("adapter_p4.pkl") + " -o " + dir / "m.safetensors");
+  ASSERT_EQ(c16.exit_code, 0) << c16.output;
+  const auto j = nlohmann::json::parse(c16.output);
+  EXPECT_EQ(j["dtype"], "F16");
+  EXPECT_EQ(j["exact"], true);
+  absl::StatusOr<Safetensors> merged = ReadSafetensors(dir / "m.safetensors");
+  absl::StatusOr<Safetensors> numpy = ReadSafetensors(Pkl("merged_f16.safetensors"));
+  ASSERT_TRUE(merged.ok() && numpy.ok());
+  for (const FloatTensor& w : numpy->tensors) {
+    const FloatTensor* g = merged->Find(w.name);
+    ASSERT_NE(g, nullptr) << w.name;
+    EXPECT_EQ(g->data, w.data) << w.name;
+  }
+  auto direct = testing::Run(Quant() + " build -q --checkpoint " + Pkl("ckpt_f16_p4.pkl") +
+                             " --lora " + Pkl("adapter_p4.pkl") + " --tokenizer " +
+                             Fixture(kase, "tokenizer.model") + " -o " + dir / "direct.cact");
+  ASSERT_EQ(direct.exit_code, 0) << direct.output;
+  EXPECT_NE(direct.output.find("merged "), std::string::npos) << direct.output;
+  auto via =
+      testing::Run(Quant() + " build -q --weights " + dir / "m.safetensors" + " --tokenizer " +
+                   Fixture(kase, "tokenizer.model") + " -o " + dir / "via.cact");
+  ASSERT_EQ(via.exit_code, 0) << via.output;
+  EXPECT_EQ(ReadAll(dir / "direct.cact"), ReadAll(dir / "via.cact"));
+  EXPECT_NE(ReadAll(dir / "direct.cact"), ReadAll(Fixture(kase, "model.cact")));
+}
+
+TEST_P(CheckpointCli, LoraFromThePickleEqualsTheSameAdapterAsSafetensors) {
+  const std::string kase = GetParam();
+  TempDir dir;
+  auto p = testing::Run(Quant() + " lora -q " + Fixture(kase, "model.cact") + " --adapter " +
+                        Pkl("adapter_p5.pkl") + " -o " + dir / "p.cact");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  auto s = testing::Run(Quant() + " lora -q " + Fixture(kase, "model.cact") + " --adapter " +
+                        Pkl("adapter_stacked.safetensors") + " -o " + dir / "s.cact");
+  ASSERT_EQ(s.exit_code, 0) << s.output;
+  EXPECT_EQ(ReadAll(dir / "p.cact"), ReadAll(dir / "s.cact"));
+  EXPECT_NE(ReadAll(dir / "p.cact"), ReadAll(Fixture(kase, "model.cact")));
+}
+
+TEST_P(CheckpointCli, InspectDescribesCheckpointsAndAdapters) {
+  const std::string kase = GetParam();
+  auto c = testing::Run(Inspect() + " --json " + Pkl("ckpt_f16_p4.pkl"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  const auto j = nlohmann::json::parse(c.output);
+  EXPECT_EQ(j["kind"], "checkpoint");
+  EXPECT_EQ(j["protocol"], 4);
+  EXPECT_EQ(j["format_version"], 2);
+  EXPECT_EQ(j["step"], 1234);
+  EXPECT_EQ(j["config"]["weight_bits"], j["cact_build"]["bits_map"]);
+  EXPECT_EQ(j["cact_build"]["ok"], true);
+  uint64_t params = 0;
+  for (const auto& a : j["arrays"]) {
+    EXPECT_EQ(a["dtype"], "float16");
+    uint64_t n = 1;
+    for (uint64_t d : a["shape"]) n *= d;
+    EXPECT_EQ(a["bytes"].get<uint64_t>(), 2 * n);
+    params += n;
+  }
+  absl::StatusOr<Safetensors> w = ReadSafetensors(Fixture(kase, "weights.safetensors"));
+  ASSERT_TRUE(w.ok());
+  uint64_t fixture_params = 0;
+  for (const FloatTensor& t : w->tensors)
+    if (t.name != "heads.manifest") fixture_params += t.data.size();
+  // The manifest is derived, and a bias the checkpoint leaves out is stored as zeros.
+  uint64_t zero_bias = 0;
+  if (const FloatTensor* b = w->Find("contrastive_head.bias")) zero_bias = b->data.size();
+  EXPECT_EQ(params + zero_bias, fixture_params);
+
+  auto text = testing::Run(Inspect() + " " + Pkl("ckpt_f32_p2.pkl"));
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("pickle protocol 2"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("params/stack/layers/block/self_attn/q_proj/kernel"),
+            std::string::npos);
+  EXPECT_NE(text.output.find("builds: "), std::string::npos) << text.output;
+
+  auto a = testing::Run(Inspect() + " --json " + Pkl("adapter_p2.pkl"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto ja = nlohmann::json::parse(a.output);
+  EXPECT_EQ(ja["kind"], "lora_adapter");
+  EXPECT_EQ(ja["rank"], 4);
+  EXPECT_EQ(ja["scale"], 4.0);
+  EXPECT_EQ(ja["targets"].size(), 5u);
+  EXPECT_EQ(ja["arrays"].size(), 10u);
+  EXPECT_EQ(ja["extra"]["seed"], "0");
+}
+
+TEST_P(CheckpointCli, HostilePicklesFailWithOneLineAndLeaveNothing) {
+  TempDir dir;
+  for (const char* f : {"evil_os_system.pkl", "evil_eval.pkl", "evil_popen.pkl", "evil_exec.pkl"}) {
+    SCOPED_TRACE(f);
+    for (const std::string& cmd :
+         {Quant() + " build --checkpoint " + Pkl(f) + " --tokenizer " +
+              Fixture(GetParam(), "tokenizer.model") + " -o " + dir / "out.cact",
+          Quant() + " convert " + Pkl(f) + " -o " + dir / "out.safetensors",
+          Inspect() + " " + Pkl(f)}) {
+      auto r = testing::Run(cmd);
+      EXPECT_EQ(r.exit_code, 2) << r.output;
+      EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+      EXPECT_NE(r.output.find("is not allowed"), std::string::npos) << r.output;
+    }
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+  EXPECT_FALSE(std::filesystem::exists(TrainingPickles::Marker()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointCli, ::testing::ValuesIn(testing::FixtureCases()));
+
+}  // namespace
+}  // namespace cact
