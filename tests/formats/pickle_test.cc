@@ -487,7 +487,8 @@ TEST_F(PythonPickleTest, DataPicklesOfEveryProtocolDecodeBitForBit) {
   for (const std::string& c : cases) {
     auto doc = PickleDocument::Open(*dir_ / (c + ".pkl"));
     ASSERT_TRUE(doc.ok()) << doc.status();
-    EXPECT_EQ(doc->protocol(), c.back() - '0') << c;
+    const int proto = c.back() - '0';
+    EXPECT_EQ(doc->protocol(), proto >= 2 ? proto : 0) << c << ": PROTO exists from protocol 2";
     ExpectTree(doc->root(), Json(c), c);
     const PickleObject* state = doc->root().Find("state");
     ASSERT_NE(state, nullptr);

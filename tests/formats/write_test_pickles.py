@@ -80,11 +80,14 @@ data = {
                "ints": [0, 1, -1, 255, 256, 65535, 65536, -(2 ** 31), 2 ** 31, 2 ** 62,
                         2 ** 63 - 1, -(2 ** 63)],
                "floats": [0.0, -0.0, 1.5, -2.25e300, float("inf"), float("-inf")],
-               "raw": b"\x00\x01\xfe\xff", "set": {1, 2, "a"}, "frozen": frozenset([(1, 2)]),
+               "raw": b"\x00\x01\xfe\xff",
                7: "int key", (1, "t"): "tuple key"},
     "nested": [[[], {}], ((),), {"deep": {"deeper": [1]}}],
 }
 for proto in range(6):
+    if proto >= 4:  # EMPTY_SET / FROZENSET; before protocol 4 sets are builtins.set(list)
+        data["config"]["set"] = {1, 2, "a"}
+        data["config"]["frozen"] = frozenset([(1, 2)])
     write("data_p%d" % proto, pickle.dumps(data, protocol=proto), tree(data))
 
 
@@ -174,6 +177,6 @@ for name, (fn, args, names) in hostile.items():
 for proto in (2, 4):
     blob = pickle.dumps([Reduces(np.core.multiarray._reconstruct,
                                  (collections.OrderedDict, (0,), b"b"))], protocol=proto)
-    reduce_at = [pos for op, arg, pos in pickletools.genops(blob) if op.name == "REDUCE"][0]
+    reduce_at = [pos for op, arg, pos in pickletools.genops(blob) if op.name == "REDUCE"][-1]
     write("hostile_reconstruct_class_p%d" % proto, blob,
           ["pickle opcode REDUCE at offset %d: " % reduce_at, "not numpy.ndarray"])
