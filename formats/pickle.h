@@ -67,8 +67,9 @@ inline constexpr int kPickleMaxWalkDepth = 64;
 
 class PickleDocument {
  public:
-  // Parses `bytes` (kept alive by the document: arrays point into it). `name` is the file
-  // name used in errors: "NAME: pickle opcode GLOBAL 'os system' at offset 1234: not allowed".
+  // Parses `bytes` (kept alive by the document: arrays point into it). Errors name the file
+  // (bytes.path()), the opcode and its offset: "NAME: pickle opcode GLOBAL at offset 1234:
+  // global 'os.system' is not allowed (...)".
   static absl::StatusOr<PickleDocument> Parse(FileBytes bytes);
   static absl::StatusOr<PickleDocument> Open(const std::string& path);
 
@@ -89,8 +90,9 @@ class PickleDocument {
   int protocol_ = 0;
 };
 
-// True when `bytes` look like a pickle (PROTO 2-5 opcode, or a protocol 0/1 opening opcode
-// of a dict); used to tell a .pkl from other inputs without trusting the file name.
+// True when `bytes` look like a pickle (PROTO 2-5 opcode, or a protocol 0/1 opening of a
+// dict or list: `}`, `]`, `(d`, `(l`); used to tell a .pkl from other inputs without
+// trusting the file name.
 bool LooksLikePickle(std::span<const uint8_t> bytes);
 
 }  // namespace cact

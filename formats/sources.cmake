@@ -7,6 +7,7 @@ set(CACT_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cact/header.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/layout.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/writer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/pickle.cc
   ${CMAKE_CURRENT_LIST_DIR}/protobuf_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cc
   ${CMAKE_CURRENT_LIST_DIR}/sentencepiece_model.cc

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the libFuzzer targets (clang, ASan, UBSan, coverage) into BUILD_DIR (default
-# <repo>/build-fuzz) and writes the seed corpora. No network: everything is a Debian package.
+# <repo>/build-fuzz) and writes the seed corpora. Missing Debian packages are installed first
+# (apt-get, as root or through sudo); nothing else comes from the network.
 #   tests/fuzz/build_fuzzers.sh [BUILD_DIR]
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,6 +10,9 @@ build=${1:-$root/build-fuzz}
 jobs=${CACT_FUZZ_JOBS:-2}
 
 . "$here/fuzz_build.sh"
+# libsentencepiece-dev: the tokenizer encoder's differential oracle (tests/fuzz/CMakeLists.txt).
+# shellcheck disable=SC2086
+fuzz_packages build_fuzzers $FUZZ_COMMON_PACKAGES libsentencepiece-dev
 fuzz_build build_fuzzers "$here" "$build" "$jobs"
 
 # Seed corpora: the fixtures' models, their tokenizer blobs, weights, scheme strings, and

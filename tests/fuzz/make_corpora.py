@@ -129,5 +129,21 @@ stacked = [("q_proj.A", "F32", [4, 128, rank], floats(4 * 128 * rank)),
            ("stack/layers/block/self_attn/v_proj/kernel/B", "F16", [4, rank, 64], b"\x00\x3c" * (4 * rank * 64))]
 put("fuzz_lora_adapter", "stacked", lora_input(0, "", safetensors(stacked, {"scale": "0.5"})))
 
+# Pickles of numpy dicts (written here, never loaded), every protocol: arrays of each dtype,
+# C and Fortran order, a 0-d array, scalars, nested containers, an OrderedDict.
+import collections
+import pickle
+
+import numpy as np
+
+state = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "h": np.ones(3, np.float16),
+         "d": np.array(2.5), "i": np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3)),
+         "u": np.arange(5, dtype=np.uint8), "b": np.array([True, False]),
+         "s": np.float32(1.5), "n": np.int64(3),
+         "cfg": collections.OrderedDict([("lr", 0.1), ("steps", [1, 2, (3, None)]), ("name", "x\u00e9")]),
+         "big": -(2 ** 40), "raw": b"\x00\xff"}
+for proto in range(6):
+    put("fuzz_pickle", "numpy_p%d.pkl" % proto, pickle.dumps(state, protocol=proto))
+
 for t in sorted(os.listdir(corpus)):
     print("%-24s %d seeds" % (t, len(os.listdir(os.path.join(corpus, t)))))

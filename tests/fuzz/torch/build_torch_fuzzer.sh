@@ -11,6 +11,9 @@ build=${1:-$root/build-fuzz-torch}
 jobs=${CACT_FUZZ_JOBS:-2}
 
 . "$here/../fuzz_build.sh"
+# libtorch-dev for find_package(Torch), zlib1g-dev for the zip-aware mutator.
+# shellcheck disable=SC2086
+fuzz_packages build_torch_fuzzer $FUZZ_COMMON_PACKAGES libtorch-dev zlib1g-dev
 fuzz_build build_torch_fuzzer "$here" "$build" "$jobs"
 
 # libtorch is not instrumented: keep ASan from tripping on its own allocation pairs.
