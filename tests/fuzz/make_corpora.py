@@ -145,5 +145,47 @@ state = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "h": np.ones(3, np.
 for proto in range(6):
     put("fuzz_pickle", "numpy_p%d.pkl" % proto, pickle.dumps(state, protocol=proto))
 
+# A micro Needle checkpoint in the official Flax layout (1 layer, d_model 16: every array the
+# exporter reads, a few KB) and a rank-1 adapter for the tiny geometry, for the training
+# artifact readers.
+f16 = np.float16
+L, d, kv, lanes, n_tables, slots = 1, 16, 8, 2, 1, 4
+block = {"ZCRMSNorm_0": {"scale": np.zeros((L, d), f16)},
+         "self_attn": {"q_proj": {"kernel": np.ones((L, d, d), f16)},
+                       "k_proj": {"kernel": np.ones((L, d, kv), f16)},
+                       "v_proj": {"kernel": np.ones((L, d, kv), f16)},
+                       "gate_proj": {"kernel": np.ones((L, d, d), f16)},
+                       "out_proj": {"kernel": np.ones((L, d, d), f16)},
+                       "q_norm": {"scale": np.zeros((L, 8), f16)},
+                       "k_norm": {"scale": np.zeros((L, 8), f16)}},
+         "post_attn_norm": {"scale": np.zeros((L, d), f16)}, "attn_gate": np.zeros(L, f16),
+         "pre_hada_norm": {"scale": np.zeros((L, d), f16)},
+         "hadamard_mlp": {k: np.ones((L, d), f16) for k in ("d1", "d2", "d3")}}
+stack = {"layers": {"block": block}, "final_norm": {"scale": np.zeros(d, f16)},
+         "mhc_a_pre": np.ones(L, f16), "mhc_a_post": np.ones(L, f16), "mhc_a_res": np.ones(L, f16),
+         "mhc_b_pre": np.zeros((L, lanes), f16), "mhc_b_post": np.zeros((L, lanes), f16),
+         "mhc_b_res": np.zeros((L, lanes, lanes), f16),
+         "mhc_phi_pre": np.ones((L, lanes * d, lanes), f16),
+         "mhc_phi_post": np.ones((L, lanes * d, lanes), f16),
+         "mhc_phi_res": np.ones((L, lanes * d, lanes * lanes), f16)}
+params = {"embedding": {"embedding": np.ones((16, d), f16)}, "stack": stack,
+          "engrams_0": {"embedding": np.ones((n_tables, slots, d), f16),
+                        "key_proj": {"kernel": np.ones((d, d), f16)},
+                        "value_proj": {"kernel": np.ones((d, d), f16)},
+                        "taps": np.ones((4, d), f16)},
+          "contrastive_head": {"probes": np.ones((1, d), f16),
+                               "proj": {"kernel": np.ones((d, 2), f16)}}}
+config = {"vocab_size": 16, "d_model": d, "num_heads": 2, "num_kv_heads": 1, "num_layers": L,
+          "max_seq_len": 64, "engram_orders": [2], "engram_slots": slots, "engram_layers": [0],
+          "mhc_lanes": lanes, "kv_window": 0, "kv_bits": 8, "weight_bits": "default=2"}
+ckpt = {"format_version": 2, "params": params, "config": config, "step": 1, "run": "seed"}
+rank = 1
+adapter = {"lora": {"stack/layers/block/self_attn/q_proj/kernel":
+                    {"A": np.ones((4, 128, rank), np.float32), "B": np.ones((4, rank, 128), np.float32)}},
+           "scale": 2.0, "base": "seed.pkl", "rank": rank}
+for proto in (2, 4, 5):
+    put("fuzz_training_pickle", "checkpoint_p%d.pkl" % proto, pickle.dumps(ckpt, protocol=proto))
+    put("fuzz_training_pickle", "adapter_p%d.pkl" % proto, pickle.dumps(adapter, protocol=proto))
+
 for t in sorted(os.listdir(corpus)):
     print("%-24s %d seeds" % (t, len(os.listdir(os.path.join(corpus, t)))))
