@@ -70,6 +70,7 @@ state["zero_d"] = np.array(3.25, dtype=np.float32)
 state["strided"] = base[:, ::2]
 state["strided_rows"] = np.arange(10, dtype=np.int32)[::3]
 state["shared"] = state["f32"]  # the same object twice: one memo entry
+state["metadata"] = np.arange(3, dtype=np.dtype("f4", metadata={"unit": "m"}))  # dtype state v4
 state["scalar_f32"] = np.float32(1.5)
 state["scalar_i64"] = np.int64(3)
 state["scalar_bool"] = np.bool_(True)
@@ -180,3 +181,10 @@ for proto in (2, 4):
     reduce_at = [pos for op, arg, pos in pickletools.genops(blob) if op.name == "REDUCE"][-1]
     write("hostile_reconstruct_class_p%d" % proto, blob,
           ["pickle opcode REDUCE at offset %d: " % reduce_at, "not numpy.ndarray"])
+
+# Big-endian arrays: refused at the dtype's BUILD (its state names the byte order '>').
+for proto in (2, 4):
+    blob = pickle.dumps({"be": np.arange(3, dtype=">i2")}, protocol=proto)
+    build_at = [pos for op, arg, pos in pickletools.genops(blob) if op.name == "BUILD"][0]
+    write("hostile_bigendian_p%d" % proto, blob,
+          ["pickle opcode BUILD at offset %d: " % build_at, "big-endian arrays are not supported"])
