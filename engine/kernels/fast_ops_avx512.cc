@@ -1,6 +1,8 @@
 // AVX-512 versions of the fast-path numeric kernels: the same operations as the scalar
 // definitions in fast_ops.cc, lane by lane, so the results are bit-identical.
+#if !defined(__clang__)  // clang has no such warning, and warns about the pragma
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 

@@ -1,5 +1,7 @@
 // GCC 12 false positive inside the AVX-512 intrinsics headers (_mm512_undefined_*).
+#if !defined(__clang__)  // clang has no such warning, and warns about the pragma
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
