@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "lib/float16.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "quant/fp16.h"
 #include "quant/weights_geometry.h"
 
 namespace cact {
@@ -128,7 +128,7 @@ std::optional<double> Number(const PickleObject& o) {
   };
   switch (o.array->dtype) {
     case PickleDtype::kF16:
-      return double(HalfBitsToFloat(uint16_t(p[0] | p[1] << 8)));
+      return double(LoadHalf(p));
     case PickleDtype::kF32:
       return load(float());
     case PickleDtype::kF64:
@@ -165,25 +165,29 @@ absl::StatusOr<std::string> WeightBitsScheme(const std::string& file, const Pick
             absl::StrCat("is a ", v->TypeName(), "; expected a bits map string or a width"));
 }
 
+// The arrays the exporter reads are float16 or float32 (it widens both to float32).
+absl::Status CheckFloatArray(const std::string& file, const PickleArrayAt& at) {
+  if (at.array->dtype == PickleDtype::kF16 || at.array->dtype == PickleDtype::kF32)
+    return absl::OkStatus();
+  return FormatError(file, at.path, at.offset,
+                     absl::StrCat("is ", PickleDtypeName(at.array->dtype),
+                                  "; the exporter reads float16 or float32 arrays"));
+}
+
+// Element `k` (in storage order) of a float16 / float32 array.
+float FloatAt(const PickleArray& a, uint64_t k) {
+  const uint8_t* p = a.data.data();
+  return a.dtype == PickleDtype::kF16 ? LoadHalf(p + 2 * k) : LoadF32(p + 4 * k);
+}
+
 // Elements of a float16 / float32 array as float32, in C order.
 absl::StatusOr<std::vector<float>> ArrayFloats(const std::string& file, const PickleArrayAt& at) {
+  CACT_RETURN_IF_ERROR(CheckFloatArray(file, at));
   const PickleArray& a = *at.array;
-  if (a.dtype != PickleDtype::kF16 && a.dtype != PickleDtype::kF32)
-    return FormatError(file, at.path, at.offset,
-                       absl::StrCat("is ", PickleDtypeName(a.dtype),
-                                    "; the exporter reads float16 or float32 arrays"));
   const uint64_t n = a.NumElements();
   std::vector<float> c(n);
-  auto load = [&](uint64_t k) {
-    const uint8_t* p = a.data.data();
-    if (a.dtype == PickleDtype::kF16)
-      return HalfBitsToFloat(uint16_t(p[2 * k] | p[2 * k + 1] << 8));
-    float f;
-    std::memcpy(&f, p + 4 * k, 4);
-    return f;
-  };
   if (!a.fortran_order || a.shape.size() < 2) {
-    for (uint64_t k = 0; k < n; ++k) c[k] = load(k);
+    for (uint64_t k = 0; k < n; ++k) c[k] = FloatAt(a, k);
     return c;
   }
   // Column-major data: walk the C-order index and keep the column-major offset in step.
@@ -192,7 +196,7 @@ absl::StatusOr<std::vector<float>> ArrayFloats(const std::string& file, const Pi
   for (size_t d = 1; d < nd; ++d) fstride[d] = fstride[d - 1] * a.shape[d - 1];
   uint64_t f = 0;
   for (uint64_t k = 0; k < n; ++k) {
-    c[k] = load(f);
+    c[k] = FloatAt(a, f);
     for (size_t d = nd; d-- > 0;) {
       if (++idx[d] < a.shape[d]) {
         f += fstride[d];
@@ -204,6 +208,9 @@ absl::StatusOr<std::vector<float>> ArrayFloats(const std::string& file, const Pi
   }
   return c;
 }
+
+// numpy's float32 -> float16 -> float32 (round to nearest even).
+float AsHalf(float f) { return HalfToFloat(FloatToHalf(f)); }
 
 // Reads the arrays the exporter needs, checking each against the shape the config implies.
 class ParamReader {
@@ -217,20 +224,11 @@ class ParamReader {
   struct Source {
     const PickleArrayAt* at = nullptr;
     std::vector<float> owned;
-    std::string dtype;  // "F16" / "F32"
-    bool half = false;
     uint64_t size = 0;
-    float operator[](uint64_t k) const {
-      if (!owned.empty()) return owned[k];
-      const uint8_t* p = at->array->data.data();
-      if (half) return HalfBitsToFloat(uint16_t(p[2 * k] | p[2 * k + 1] << 8));
-      float f;
-      std::memcpy(&f, p + 4 * k, 4);
-      return f;
-    }
+    float operator[](uint64_t k) const { return owned.empty() ? FloatAt(*at->array, k) : owned[k]; }
+    // FloatTensor::stored_dtype of what is made from it.
+    const char* dtype() const { return at->array->dtype == PickleDtype::kF16 ? "F16" : "F32"; }
   };
-
-  bool Has(const std::string& path) const { return by_path_.count("params/" + path) > 0; }
 
   absl::StatusOr<Source> Get(const std::string& path, const std::vector<uint64_t>& shape) {
     const std::string full = "params/" + path;
@@ -245,14 +243,9 @@ class ParamReader {
                          absl::StrFormat("has shape %s; the config implies %s",
                                          ShapeText(at.array->shape), ShapeText(shape)));
     used_.insert(full);
-    if (at.array->dtype != PickleDtype::kF16 && at.array->dtype != PickleDtype::kF32)
-      return FormatError(file_, full, at.offset,
-                         absl::StrCat("is ", PickleDtypeName(at.array->dtype),
-                                      "; the exporter reads float16 or float32 arrays"));
+    CACT_RETURN_IF_ERROR(CheckFloatArray(file_, at));
     Source s;
     s.at = &at;
-    s.half = at.array->dtype == PickleDtype::kF16;
-    s.dtype = s.half ? "F16" : "F32";
     s.size = at.array->NumElements();
     if (at.array->fortran_order && at.array->shape.size() > 1) {
       CACT_ASSIGN_OR_RETURN(s.owned, ArrayFloats(file_, at));
@@ -260,7 +253,7 @@ class ParamReader {
     return s;
   }
 
-  // Shape of an optional array (probe heads size themselves), or nullopt.
+  // An optional array (probe heads size themselves from theirs), or nullptr.
   const PickleArrayAt* Find(const std::string& path) const {
     auto it = by_path_.find("params/" + path);
     return it == by_path_.end() ? nullptr : it->second;
@@ -279,29 +272,35 @@ class ParamReader {
   std::set<std::string> used_;
 };
 
+// Matrix `layer` of a stacked [L, rows, cols] array, transposed into `dst` as [cols, rows].
+void TransposeInto(const ParamReader::Source& s, uint64_t layer, uint32_t rows, uint32_t cols,
+                   float* dst) {
+  const uint64_t m = layer * rows * cols;
+  // Blocked so both the reads and the writes stay within a few cache lines.
+  constexpr uint32_t kBlock = 32;
+  for (uint32_t r0 = 0; r0 < rows; r0 += kBlock)
+    for (uint32_t c0 = 0; c0 < cols; c0 += kBlock)
+      for (uint32_t r = r0; r < std::min(rows, r0 + kBlock); ++r)
+        for (uint32_t c = c0; c < std::min(cols, c0 + kBlock); ++c)
+          dst[uint64_t(c) * rows + r] = s[m + uint64_t(r) * cols + c];
+}
+
 class CanonicalWriter {
  public:
   explicit CanonicalWriter(Safetensors* out) : out_(out) {}
 
-  // Rows [begin, begin + count) of `s` (a stacked array's layer slice), as is.
+  // Elements [begin, begin + count) of `s` (a stacked array's layer slice), as they are.
   void Copy(const std::string& name, const ParamReader::Source& s, uint64_t begin, uint64_t count,
             std::vector<uint32_t> shape) {
-    FloatTensor t{name, std::move(shape), std::vector<float>(count), s.dtype};
+    FloatTensor t{name, std::move(shape), std::vector<float>(count), s.dtype()};
     for (uint64_t k = 0; k < count; ++k) t.data[k] = s[begin + k];
     out_->tensors.push_back(std::move(t));
   }
   // Matrix `layer` of a stacked [L, rows, cols] array, transposed to [cols, rows].
   void Transposed(const std::string& name, const ParamReader::Source& s, uint64_t layer,
                   uint32_t rows, uint32_t cols) {
-    FloatTensor t{name, {cols, rows}, std::vector<float>(uint64_t(rows) * cols), s.dtype};
-    const uint64_t m = layer * rows * cols;
-    // Blocked so both the reads and the writes stay within a few cache lines.
-    constexpr uint32_t kBlock = 32;
-    for (uint32_t r0 = 0; r0 < rows; r0 += kBlock)
-      for (uint32_t c0 = 0; c0 < cols; c0 += kBlock)
-        for (uint32_t r = r0; r < std::min(rows, r0 + kBlock); ++r)
-          for (uint32_t c = c0; c < std::min(cols, c0 + kBlock); ++c)
-            t.data[uint64_t(c) * rows + r] = s[m + uint64_t(r) * cols + c];
+    FloatTensor t{name, {cols, rows}, std::vector<float>(uint64_t(rows) * cols), s.dtype()};
+    TransposeInto(s, layer, rows, cols, t.data.data());
     out_->tensors.push_back(std::move(t));
   }
 
@@ -470,17 +469,15 @@ absl::StatusOr<CanonicalWeights> CheckpointToCanonical(const FlaxCheckpoint& ckp
   }
   CACT_ASSIGN_OR_RETURN(Src b_res, in.Get("stack/mhc_b_res", {L, m, m}));
   w.Copy("mhc_b_res", b_res, 0, L * m * m, {uint32_t(L), uint32_t(m), uint32_t(m)});
-  // phi [L, m*d, k] -> [L*k, m*d]: row l*k + j is column j of layer l.
+  // phi [L, m*d, k] -> [L*k, m*d]: each layer's [m*d, k] transposed, the layers stacked.
   for (auto [name, k] :
        {std::pair{"mhc_phi_pre", m}, {"mhc_phi_post", m}, {"mhc_phi_res", m * m}}) {
     CACT_ASSIGN_OR_RETURN(Src phi, in.Get(std::string("stack/") + name, {L, m * d, k}));
     const uint64_t width = m * d;
     FloatTensor t{
-        name, {uint32_t(L * k), uint32_t(width)}, std::vector<float>(L * k * width), phi.dtype};
+        name, {uint32_t(L * k), uint32_t(width)}, std::vector<float>(L * k * width), phi.dtype()};
     for (uint64_t l = 0; l < L; ++l)
-      for (uint64_t c = 0; c < width; ++c)
-        for (uint64_t j = 0; j < k; ++j)
-          t.data[(l * k + j) * width + c] = phi[(l * width + c) * k + j];
+      TransposeInto(phi, l, uint32_t(width), uint32_t(k), t.data.data() + l * k * width);
     cw.weights.tensors.push_back(std::move(t));
   }
 
@@ -503,8 +500,9 @@ absl::StatusOr<CanonicalWeights> CheckpointToCanonical(const FlaxCheckpoint& ckp
   // projection kernel, and a head without a bias gets zeros.
   const std::pair<const char*, float> kHeads[] = {{"contrastive_head", 1.0f},
                                                   {"confidence_head", 2.0f}};
-  FloatTensor manifest{"heads.manifest", {0}, {}, emb.dtype};  // derived: no dtype of its own
-  std::vector<FloatTensor> head_tensors;
+  FloatTensor manifest{"heads.manifest", {0}, {}, emb.dtype()};  // derived: no dtype of its own
+  Safetensors heads;
+  CanonicalWriter hw(&heads);
   for (const auto& [key, code] : kHeads) {
     const std::string h = key;
     const PickleArrayAt* probes_at = in.Find(h + "/probes");
@@ -518,23 +516,20 @@ absl::StatusOr<CanonicalWeights> CheckpointToCanonical(const FlaxCheckpoint& ckp
     CACT_ASSIGN_OR_RETURN(Src probes, in.Get(h + "/probes", {P, d}));
     CACT_ASSIGN_OR_RETURN(Src kernel, in.Get(h + "/proj/kernel", {P * d, out}));
     manifest.data.push_back(code);
-    Safetensors tmp;
-    CanonicalWriter hw(&tmp);
     hw.Copy(h + ".probes", probes, 0, P * d, {uint32_t(P), uint32_t(d)});
     hw.Transposed(h + ".proj", kernel, 0, uint32_t(P * d), uint32_t(out));
-    if (in.Has(h + "/proj/bias")) {
+    if (in.Find(h + "/proj/bias")) {
       CACT_ASSIGN_OR_RETURN(Src bias, in.Get(h + "/proj/bias", {out}));
       hw.Copy(h + ".bias", bias, 0, out, {uint32_t(out)});
     } else {
-      tmp.tensors.push_back(
-          {h + ".bias", {uint32_t(out)}, std::vector<float>(out, 0.0f), kernel.dtype});
+      heads.tensors.push_back(
+          {h + ".bias", {uint32_t(out)}, std::vector<float>(out, 0.0f), kernel.dtype()});
     }
-    for (FloatTensor& t : tmp.tensors) head_tensors.push_back(std::move(t));
   }
   if (!manifest.data.empty()) {
     manifest.shape = {uint32_t(manifest.data.size())};
     cw.weights.tensors.push_back(std::move(manifest));
-    for (FloatTensor& t : head_tensors) cw.weights.tensors.push_back(std::move(t));
+    for (FloatTensor& t : heads.tensors) cw.weights.tensors.push_back(std::move(t));
   }
 
   std::set<std::string> dtypes;
@@ -566,10 +561,6 @@ absl::StatusOr<Safetensors> AdapterAsStacked(const FlaxAdapter& ad) {
   st.metadata["scale"] = absl::StrFormat("%.17g", ad.scale);
   return st;
 }
-
-namespace {
-float AsHalf(float f) { return HalfBitsToFloat(FloatToHalfBits(f)); }
-}  // namespace
 
 absl::Status MergeLoraIntoWeights(const LoraAdapter& adapter, Safetensors* weights) {
   std::map<std::string, FloatTensor*> by_name;
