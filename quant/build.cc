@@ -82,7 +82,8 @@ absl::StatusOr<WidthPlan> PlanWidths(const BuildRequest& req) {
     Scheme scheme = *s;
     p.bits_for = [scheme](const std::string& n) { return scheme.BitsFor(n); };
     p.scheme_text = scheme.ToString();
-    p.source = "safetensors metadata bits_map";
+    auto label = meta.find("bits_map_source");  // who chose it, when the weights say
+    p.source = label != meta.end() ? label->second : "safetensors metadata bits_map";
   } else {
     Scheme scheme = *ParseScheme(kDefaultScheme);
     p.bits_for = [scheme](const std::string& n) { return scheme.BitsFor(n); };

@@ -540,6 +540,11 @@ absl::StatusOr<CanonicalWeights> CheckpointToCanonical(const FlaxCheckpoint& ckp
   cw.weights.metadata["kv_window_header"] = absl::StrCat(g.kv_window);
   cw.weights.metadata["group"] = "128";
   cw.weights.metadata["bits_map"] = ckpt.weight_bits.empty() ? "default=4" : ckpt.weight_bits;
+  cw.weights.metadata["bits_map_source"] =
+      ckpt.weight_bits.empty() ? "needle build's default (the config names no weight_bits)"
+                               : "checkpoint config weight_bits";
+  cw.weights.metadata["config_source"] =
+      "checkpoint config (header kv_window: the exporter's budget)";
   cw.weights.metadata["source"] = "Needle checkpoint " + ckpt.file;
   return cw;
 }
@@ -650,9 +655,7 @@ absl::StatusOr<CheckpointBuild> LoadCheckpointForBuild(const std::string& checkp
     return FileError(checkpoint_path, "config weight_bits '" + bits_map +
                                           "': " + std::string(scheme.status().message()));
   b.scheme = *scheme;
-  b.scheme_source = ckpt.weight_bits.empty()
-                        ? "needle build's default (the config names no weight_bits)"
-                        : "checkpoint config weight_bits";
+  b.scheme_source = b.canonical.weights.metadata["bits_map_source"];
   if (!b.canonical.unused.empty())
     b.notes.push_back(absl::StrFormat("%d checkpoint arrays are not part of a .cact (first: %s)",
                                       b.canonical.unused.size(), b.canonical.unused.front()));

@@ -301,7 +301,8 @@ absl::StatusOr<WeightsModel> DescribeWeights(const Safetensors& w, const std::st
   } else if (auto it = w.metadata.find("config"); it != w.metadata.end()) {
     CACT_ASSIGN_OR_RETURN(
         m.geometry, GeometryFromOfficialConfig(it->second, header_window, file + " metadata"));
-    m.geometry_source = "safetensors metadata config";
+    auto label = w.metadata.find("config_source");  // who wrote the weights, when known
+    m.geometry_source = label != w.metadata.end() ? label->second : "safetensors metadata config";
   } else if (base) {
     m.geometry = *base;
     m.geometry_source = "base file";

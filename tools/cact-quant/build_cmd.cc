@@ -65,7 +65,6 @@ int RunBuild(const Options& o) {
         LoadCheckpointForBuild(o.checkpoint, o.lora_adapter, o.scale);
     if (!c.ok()) return rep.Fail(c.status());
     ckpt.emplace(std::move(*c));
-    if (!req.scheme) req.scheme.emplace(ckpt->scheme);
     req.weights = &ckpt->canonical.weights;
     req.weights_path = o.checkpoint;
   } else {
@@ -105,10 +104,6 @@ int RunBuild(const Options& o) {
   RebuildReport report = rep.StartRebuild("build", &timer);
   if (ckpt) report.notes.insert(report.notes.begin(), ckpt->notes.begin(), ckpt->notes.end());
   const absl::StatusOr<CactContents> contents = BuildCact(req, &report, rep.Progress());
-  if (ckpt) {
-    report.geometry_source = "checkpoint config (header kv_window: the exporter's budget)";
-    if (o.scheme.empty()) report.scheme_source = ckpt->scheme_source;
-  }
   return rep.Complete(contents, &report, &timer);
 }
 
