@@ -11,8 +11,11 @@ set(CACT_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/forward.cc
   ${CMAKE_CURRENT_LIST_DIR}/forward_paths.cc
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cc
+  ${CMAKE_CURRENT_LIST_DIR}/logit_stats.cc
   ${CMAKE_CURRENT_LIST_DIR}/model.cc
   ${CMAKE_CURRENT_LIST_DIR}/ops.cc
+  ${CMAKE_CURRENT_LIST_DIR}/perplexity.cc
+  ${CMAKE_CURRENT_LIST_DIR}/perplexity_report.cc
   ${CMAKE_CURRENT_LIST_DIR}/probe_heads.cc
   ${CMAKE_CURRENT_LIST_DIR}/reference_forward.cc
   ${CMAKE_CURRENT_LIST_DIR}/row_decode.cc

@@ -6,6 +6,8 @@
 //   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N]
 //   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [-o md|json]
+//   cact-run perplexity MODEL -f TEXT [--ctx N] [--json]
+//   cact-run compare BASE OTHER -f TEXT [--ctx N] [--json] [--svg HIST.svg]
 //   cact-run --version
 // Common: --ref / --path fast|ref|auto, -t THREADS, --dump-hidden DIR, --probes, --json.
 // Token lists: tools/common/token_list.h. Exit codes (tools/common/exit_code.h): 0 ok,
@@ -19,6 +21,7 @@
 
 #include "engine/runner.h"
 #include "tools/cact-run/bench/bench.h"
+#include "tools/cact-run/score_cmd.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
@@ -39,8 +42,12 @@ bool ReadText(const std::string& path, std::string* out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `cact-run bench MODEL ...`: tools/cact-run/bench/bench.h.
-  if (argc > 1 && std::string(argv[1]) == "bench") return cact::BenchMain(argc - 1, argv + 1);
+  // Subcommands, each with its own flags: bench (tools/cact-run/bench/bench.h), perplexity
+  // and compare (score_cmd.h).
+  const std::string sub = argc > 1 ? argv[1] : "";
+  if (sub == "bench") return cact::BenchMain(argc - 1, argv + 1);
+  if (sub == "perplexity") return cact::PerplexityMain(argc - 1, argv + 1);
+  if (sub == "compare") return cact::CompareMain(argc - 1, argv + 1);
   CLI::App app{
       "cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
       "generation, the Needle chat template, path validation, timings"};
