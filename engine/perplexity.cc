@@ -27,6 +27,10 @@ std::vector<TextChunk> SplitIntoChunks(size_t num_tokens, uint32_t ctx) {
   return chunks;
 }
 
+std::string FormatPerplexity(double v) {
+  return std::abs(v) < 1e6 ? absl::StrFormat("%.4f", v) : absl::StrFormat("%.4e", v);
+}
+
 double ChunkPerplexity::ppl() const { return tokens ? std::exp(nll_sum / tokens) : 0; }
 
 Quantiles QuantilesOf(std::vector<double> v) {

@@ -115,6 +115,9 @@ struct CompareReport {
   std::string ToJson() const;
 };
 
+// "%.4f", or "%.4e" from a million up (untrained models reach 1e17).
+std::string FormatPerplexity(double ppl);
+
 // Same chunks through both models. They must share the vocabulary and the tokenizer.
 absl::StatusOr<CompareReport> CompareModels(const std::string& base_path,
                                             const std::string& other_path, std::string_view text,

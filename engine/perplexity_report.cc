@@ -47,6 +47,15 @@ void AddQuantiles(nlohmann::ordered_json& j, const std::string& prefix, const Qu
   j[prefix + "_max"] = q.max;
 }
 
+std::string Ppl(double v) { return FormatPerplexity(v); }
+
+// Six decimals, or three significant digits in scientific notation below 1e-3 (a KLD of
+// 3e-7 must not print as 0).
+std::string Small(double v) {
+  return v == 0 || std::abs(v) >= 1e-3 ? absl::StrFormat("%10.6f", v)
+                                       : absl::StrFormat("%10.3e", v);
+}
+
 // "label: value" rows of one statistics section, the values in `format`.
 std::string QuantileRows(const char* name, const Quantiles& q, double scale, const char* unit) {
   const std::pair<const char*, double> rows[] = {
@@ -55,7 +64,7 @@ std::string QuantileRows(const char* name, const Quantiles& q, double scale, con
       {" 1.0%  ", q.p01}, {"Minimum", q.min}};
   std::string s;
   for (const auto& [label, v] : rows)
-    s += absl::StrFormat("%s %s: %12.6f%s\n", label, name, v * scale, unit);
+    s += absl::StrFormat("%s %s: %s%s\n", label, name, Small(v * scale), unit);
   return s;
 }
 
@@ -66,7 +75,7 @@ std::string PerplexityReport::ToText() const {
   s += absl::StrFormat("  text: %d bytes, %d tokens, %d chunks of at most %d tokens\n",
                        run.text_bytes, run.text_tokens, run.chunks, run.ctx - 1);
   s += absl::StrFormat("  mean NLL %.6f ± %.6f nats/token\n", nll.mean, nll.error);
-  s += absl::StrFormat("Final estimate: PPL = %.4f +/- %.4f\n", ppl, ppl_stderr);
+  s += absl::StrFormat("Final estimate: PPL = %s +/- %s\n", Ppl(ppl), Ppl(ppl_stderr));
   return s;
 }
 
@@ -90,24 +99,25 @@ std::string CompareReport::ToText() const {
                                   other_path, RunLine(run));
   const double ratio = std::exp(ln_ppl_ratio.mean);
   s += "\n====== Perplexity statistics ======\n";
-  s += absl::StrFormat("Mean PPL(other)                     : %10.6f ± %10.6f\n", ppl_other,
-                       ppl_other * nll_other.error);
-  s += absl::StrFormat("Mean PPL(base)                      : %10.6f ± %10.6f\n", ppl_base,
-                       ppl_base * nll_base.error);
+  s += absl::StrFormat("Mean PPL(other)                     : %s ± %s\n", Ppl(ppl_other),
+                       Ppl(ppl_other * nll_other.error));
+  s += absl::StrFormat("Mean PPL(base)                      : %s ± %s\n", Ppl(ppl_base),
+                       Ppl(ppl_base * nll_base.error));
   s += absl::StrFormat("Cor(ln(PPL(other)), ln(PPL(base))) : %6.2f%%\n", 100 * nll_correlation);
   s += absl::StrFormat("Mean ln(PPL(other)/PPL(base))       : %10.6f ± %10.6f\n",
                        ln_ppl_ratio.mean, ln_ppl_ratio.error);
   s += absl::StrFormat("Mean PPL(other)/PPL(base)           : %10.6f ± %10.6f\n", ratio,
                        ratio * ln_ppl_ratio.error);
-  s += absl::StrFormat("Mean PPL(other)-PPL(base)           : %10.6f\n", ppl_other - ppl_base);
+  s += absl::StrFormat("Mean PPL(other)-PPL(base)           : %s\n", Ppl(ppl_other - ppl_base));
   s += "\n====== KL divergence statistics ======\n";
-  s += absl::StrFormat("Mean    KLD: %12.6f ± %10.6f\n", kld.mean, kld.error);
+  s += absl::StrFormat("Mean    KLD: %s ± %s\n", Small(kld.mean), Small(kld.error));
   s += QuantileRows("KLD", kld_q, 1, "");
   s += "\n====== Token probability statistics ======\n";
-  s += absl::StrFormat("Mean    Δp: %8.3f ± %.3f %%\n", 100 * delta_p.mean, 100 * delta_p.error);
+  s += absl::StrFormat("Mean    Δp: %s ± %s %%\n", Small(100 * delta_p.mean),
+                       Small(100 * delta_p.error));
   s += QuantileRows("Δp", delta_p_q, 100, " %");
-  s += absl::StrFormat("RMS Δp    : %8.3f %%\n", 100 * delta_p_rms);
-  s += absl::StrFormat("Same top p: %8.3f ± %.3f %%\n", 100 * top1_agreement.mean,
+  s += absl::StrFormat("RMS Δp    : %s %%\n", Small(100 * delta_p_rms));
+  s += absl::StrFormat("Same top p: %10.3f ± %.3f %%\n", 100 * top1_agreement.mean,
                        100 * top1_agreement.error);
   return s;
 }

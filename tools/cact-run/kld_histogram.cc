@@ -9,7 +9,7 @@
 namespace cact {
 
 std::string KldHistogramSvg(const CompareReport& r) {
-  constexpr double W = 720, H = 420, L = 70, R = 30, T = 56, B = 56;
+  constexpr double W = 720, H = 440, L = 70, R = 30, T = 76, B = 56;
   constexpr int kBinsPerDecade = 8;
   // Decades from the smallest positive KLD (at most 8 below the largest) to the largest;
   // exact zeros (and anything below the range) get a bar of their own at the left.
@@ -34,7 +34,7 @@ std::string KldHistogramSvg(const CompareReport& r) {
   const size_t peak = std::max<size_t>(1, *std::max_element(count.begin(), count.end()));
 
   const double zero_w = (W - L - R) / double(bins + 2);  // the zero bar and a gap
-  const double x0 = L + 2 * zero_w;
+  const double x0 = L + std::max(3 * zero_w, 36.0);
   auto X = [&](double log_v) { return x0 + (W - R - x0) * (log_v - lo) / double(hi - lo); };
   auto Y = [&](double c) { return H - B - (H - T - B) * c / double(peak); };
 
@@ -47,22 +47,25 @@ std::string KldHistogramSvg(const CompareReport& r) {
       L, std::filesystem::path(r.base_path).filename().string(),
       std::filesystem::path(r.other_path).filename().string());
   s += absl::StrFormat(
-      "<text x='%g' y='38' fill='#555'>%d tokens, %s path, ctx %d; mean %.3g, median %.3g, "
-      "p99 %.3g, max %.3g nats; same top-1 %.2f %%</text>\n",
-      L, r.tokens.size(), r.run.path_name, r.run.ctx, r.kld.mean, r.kld_q.median, r.kld_q.p99,
-      r.kld_q.max, 100 * r.top1_agreement.mean);
+      "<text x='%g' y='38' fill='#555'>%d tokens, %s path, ctx %d, window %d; same top-1 "
+      "%.2f %%; max %.3g nats</text>\n",
+      L, r.tokens.size(), r.run.path_name, r.run.ctx, r.run.window,
+      100 * r.top1_agreement.mean, r.kld_q.max);
   // Axes, count ticks, decade ticks.
   s += absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, H - B,
                        W - R, H - B);
   s += absl::StrFormat("<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='black'/>\n", L, T, L,
                        H - B);
-  for (int i = 0; i <= 4; ++i) {
-    const double c = double(peak) * i / 4;
+  // Count ticks every 1, 2 or 5 x 10^k, four or more of them.
+  double step = std::pow(10.0, std::floor(std::log10(std::max(1.0, double(peak) / 4))));
+  for (double m : {2.0, 5.0, 10.0})
+    if (double(peak) / step > 8) step = std::pow(10.0, std::floor(std::log10(step))) * m;
+  step = std::max(1.0, step);
+  for (double c = 0; c <= double(peak); c += step)
     s += absl::StrFormat(
         "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='#ddd'/>\n<text x='%g' y='%g' "
         "text-anchor='end'>%.0f</text>\n",
         L, Y(c), W - R, Y(c), L - 6, Y(c) + 4, c);
-  }
   for (int d = lo; d <= hi; ++d)
     s += absl::StrFormat("<text x='%g' y='%g' text-anchor='middle'>1e%d</text>\n", X(d),
                          H - B + 18, d);
@@ -90,18 +93,20 @@ std::string KldHistogramSvg(const CompareReport& r) {
     bar(x0 + b * bw, bw, count[size_t(b) + 1], "#4c78a8",
         absl::StrFormat("KLD %.3g to %.3g", std::pow(10.0, lo + double(b) / kBinsPerDecade),
                         std::pow(10.0, lo + double(b + 1) / kBinsPerDecade)));
-  // Marks.
+  // Marks: dashed lines, named with their values in a legend above the plot.
   const std::pair<const char*, double> marks[] = {
       {"mean", r.kld.mean}, {"median", r.kld_q.median}, {"p99", r.kld_q.p99}};
   const char* colors[] = {"#d62728", "#2ca02c", "#ff7f0e"};
   for (int i = 0; i < 3; ++i) {
     const double v = marks[i].second;
+    s += absl::StrFormat("<text x='%g' y='58' fill='%s'>- - %s %.3g</text>\n", L + 150 * i,
+                         colors[i], marks[i].first, v);
     if (v <= 0 || std::log10(v) < lo) continue;
     const double x = X(std::log10(v));
     s += absl::StrFormat(
         "<line x1='%g' y1='%g' x2='%g' y2='%g' stroke='%s' stroke-dasharray='5,3' "
-        "stroke-width='1.5'/>\n<text x='%g' y='%g' fill='%s'>%s</text>\n",
-        x, T, x, H - B, colors[i], x + 3, T + 12 + 14 * i, colors[i], marks[i].first);
+        "stroke-width='1.5'/>\n",
+        x, T, x, H - B, colors[i]);
   }
   return s + "</svg>\n";
 }

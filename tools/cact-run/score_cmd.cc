@@ -66,8 +66,9 @@ struct ScoringFlags {
     return [label, &holder](const ScoringProgress& p) {
       if (!holder) holder = std::make_unique<Progress>(label, p.chunks_total);
       holder->Step(p.chunks_done,
-                   absl::StrFormat("%s %.4f over %d tokens, %.0f tokens/s", label,
-                                   std::exp(p.nll_sum / double(p.tokens_done)), p.tokens_done,
+                   absl::StrFormat("%s %s over %d tokens, %.0f tokens/s", label,
+                                   FormatPerplexity(std::exp(p.nll_sum / double(p.tokens_done))),
+                                   p.tokens_done,
                                    p.seconds > 0 ? p.tokens_done / p.seconds : 0));
     };
   }
