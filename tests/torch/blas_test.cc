@@ -167,6 +167,12 @@ TEST(TorchBlas, ReferenceBlasIsNamedAndWarnedAbout) {
   EXPECT_EQ(j["torch"]["intra_op"], 1) << j;
   EXPECT_EQ(err.rfind("warning: libtorch's BLAS is the reference BLAS", 0), 0u) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  // `run` warns only once the model has loaded: an error stays the only line.
+  CommandResult bad =
+      cact::testing::Run("LD_LIBRARY_PATH=" + reference_dir + " " + Tool("cact-torch") + " run " +
+                         (dir / "missing.pt") + " --tokens 2,17,40");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_EQ(std::count(bad.output.begin(), bad.output.end(), '\n'), 1) << bad.output;
 }
 
 }  // namespace

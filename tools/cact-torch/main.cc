@@ -103,15 +103,16 @@ nlohmann::ordered_json ThreadsJson(const BlasLibrary& blas, const ThreadSettings
             {"intra_op_from", t.torch_source}}}};
 }
 
-// Applies the thread rule for `threads` and warns (stderr) about a slow BLAS.
-ThreadSettings SetUpThreads(int threads, const BlasLibrary& blas) {
+// One line on stderr when the BLAS is slow (run prints it once the model has loaded, so an
+// error stays the only line).
+void WarnAboutBlas(const BlasLibrary& blas) {
   if (std::string w = BlasWarning(blas); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
-  return ConfigureThreads(threads);
 }
 
 int Info(int threads, bool json) {
   const BlasLibrary blas = DescribeBlas();
-  const ThreadSettings t = SetUpThreads(threads, blas);
+  WarnAboutBlas(blas);
+  const ThreadSettings t = ConfigureThreads(threads);
   if (json) {
     nlohmann::ordered_json j{{"threads", threads}};
     j.update(ThreadsJson(blas, t));
@@ -129,10 +130,11 @@ int Run(const std::string& model_path, const std::string& tokens_text,
   if (!ids.ok()) return Fail(ids.status());
   const std::vector<int64_t> tokens(ids->begin(), ids->end());
   const BlasLibrary blas = DescribeBlas();
-  const ThreadSettings pools = SetUpThreads(threads, blas);
+  const ThreadSettings pools = ConfigureThreads(threads);
   const Stopwatch load_clock;
   auto model = TorchModel::Load(model_path);
   if (!model.ok()) return Fail(model.status());
+  WarnAboutBlas(blas);
   const double load_s = load_clock.Seconds();
   std::vector<double> times;
   absl::StatusOr<std::vector<float>> logits;
