@@ -3,6 +3,7 @@
 # file. A file not listed is not built.
 set(CACT_TORCHSCRIPT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/archive_check.cc
+  ${CMAKE_CURRENT_LIST_DIR}/blas_threads.cc
   ${CMAKE_CURRENT_LIST_DIR}/bridge.cc
   ${CMAKE_CURRENT_LIST_DIR}/needle_script.cc
   ${CMAKE_CURRENT_LIST_DIR}/origin.cc
@@ -15,6 +16,7 @@ set(CACT_TORCHSCRIPT_SOURCES
 # command, which depends on these.
 set(CACT_TORCHSCRIPT_HEADERS
   ${CMAKE_CURRENT_LIST_DIR}/archive_check.h
+  ${CMAKE_CURRENT_LIST_DIR}/blas_threads.h
   ${CMAKE_CURRENT_LIST_DIR}/bridge.h
   ${CMAKE_CURRENT_LIST_DIR}/needle_script.h
   ${CMAKE_CURRENT_LIST_DIR}/origin.h

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "engine/torchscript/blas_threads.h"
 #include "engine/torchscript/needle_script.h"
 #include "engine/torchscript/origin.h"
 #include "engine/torchscript/torch_module.h"
@@ -112,6 +113,7 @@ class ModuleBuilder {
 }  // namespace
 
 absl::Status ExportTorchScript(const CactFile& file, const std::string& out_path) {
+  CurrentThreads();  // the pools' rule, before libtorch starts either
   Origin origin = OriginOf(file);
   ScriptConfig config{file.geometry(), file.probe_heads(), origin.pad_id};
   std::string bytes;

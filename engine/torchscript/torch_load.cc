@@ -1,6 +1,5 @@
 // Loading exported modules with torch::jit::load: reading back what an (edited) module
 // holds for `cact-torch import`, and running one from C++.
-#include <ATen/Parallel.h>
 #include <caffe2/serialize/inline_container.h>
 #include <torch/script.h>
 
@@ -9,6 +8,7 @@
 #include <set>
 
 #include "engine/torchscript/archive_check.h"
+#include "engine/torchscript/blas_threads.h"
 #include "engine/torchscript/origin.h"
 #include "engine/torchscript/tensor_bounds.h"
 #include "engine/torchscript/torch_module.h"
@@ -88,6 +88,7 @@ absl::Status CheckBeforeLoad(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<ExportedModule> ReadExportedModule(const std::string& path) {
+  CurrentThreads();  // the pools' rule, before libtorch starts either
   CACT_RETURN_IF_ERROR(CheckBeforeLoad(path));
   RecordSizeScope record_sizes;  // open until every tensor has been checked and copied
   CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
@@ -150,6 +151,7 @@ TorchModel::TorchModel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TorchModel::~TorchModel() = default;
 
 absl::StatusOr<std::unique_ptr<TorchModel>> TorchModel::Load(const std::string& path) {
+  CurrentThreads();  // the pools' rule, before libtorch starts either
   CACT_RETURN_IF_ERROR(CheckBeforeLoad(path));
   CACT_ASSIGN_OR_RETURN(torch::jit::Module m, LoadArchive(path));
   auto impl = std::make_unique<Impl>();
@@ -158,7 +160,7 @@ absl::StatusOr<std::unique_ptr<TorchModel>> TorchModel::Load(const std::string& 
   return std::unique_ptr<TorchModel>(new TorchModel(std::move(impl)));
 }
 
-void TorchModel::SetThreads(int threads) { at::set_num_threads(threads); }
+void TorchModel::SetThreads(int threads) { ConfigureThreads(threads); }
 
 bool TorchModel::HasMethod(const std::string& name) const {
   return impl_->module.find_method(name).has_value();

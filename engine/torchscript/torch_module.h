@@ -55,6 +55,7 @@ class TorchModel {
   absl::StatusOr<std::vector<float>> Retrieval(std::span<const int64_t> tokens, int64_t batch);
   // The module's cact_json attribute ("" if absent).
   std::string Json() const;
+  // Applies the thread rule of blas_threads.h for `threads` (0 = the CPUs available).
   static void SetThreads(int threads);
 
  private:

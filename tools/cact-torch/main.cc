@@ -3,7 +3,9 @@
 //   cact-torch export IN.cact -o MODEL.pt [--format torchscript|safetensors]
 //   cact-torch import MODEL.pt -o OUT.cact [--scheme S] [--force-requantize] [--base BASE.cact]
 //   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N]
-//   [-t N] [--json] cact-torch --version
+//   [-t N] [--json]
+//   cact-torch info [-t N] [--json]      the BLAS behind libtorch and the threads of both pools
+//   cact-torch --version
 // Token lists: tools/common/token_list.h. Every error prints one line on stderr and exits 2.
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/torchscript/blas_threads.h"
 #include "engine/torchscript/bridge.h"
 #include "engine/torchscript/torch_module.h"
 #include "formats/cact/cact_file.h"
@@ -86,16 +89,52 @@ int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose
   return 0;
 }
 
+// The BLAS and thread settings as JSON (run --json, info --json).
+nlohmann::ordered_json ThreadsJson(const BlasLibrary& blas, const ThreadSettings& t) {
+  return {{"blas",
+           {{"vendor", blas.vendor},
+            {"library", blas.path},
+            {"config", blas.config},
+            {"threads", t.blas},
+            {"threads_from", t.blas_source}}},
+          {"torch",
+           {{"intra_op", t.torch_intra},
+            {"inter_op", t.torch_interop},
+            {"intra_op_from", t.torch_source}}}};
+}
+
+// One line on stderr when the BLAS is slow (run prints it once the model has loaded, so an
+// error stays the only line).
+void WarnAboutBlas(const BlasLibrary& blas) {
+  if (std::string w = BlasWarning(blas); !w.empty()) std::fprintf(stderr, "%s\n", w.c_str());
+}
+
+int Info(int threads, bool json) {
+  const BlasLibrary blas = DescribeBlas();
+  WarnAboutBlas(blas);
+  const ThreadSettings t = ConfigureThreads(threads);
+  if (json) {
+    nlohmann::ordered_json j{{"threads", threads}};
+    j.update(ThreadsJson(blas, t));
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s\n", DescribeThreads(blas, t).c_str());
+  }
+  return 0;
+}
+
 int Run(const std::string& model_path, const std::string& tokens_text,
         std::optional<int64_t> window, int64_t sink, const std::string& logits_path, int warmup,
         int repeat, int threads, bool json) {
   auto ids = tools::ParseTokenIds(tokens_text);
   if (!ids.ok()) return Fail(ids.status());
   const std::vector<int64_t> tokens(ids->begin(), ids->end());
-  if (threads > 0) TorchModel::SetThreads(threads);
+  const BlasLibrary blas = DescribeBlas();
+  const ThreadSettings pools = ConfigureThreads(threads);
   const Stopwatch load_clock;
   auto model = TorchModel::Load(model_path);
   if (!model.ok()) return Fail(model.status());
+  WarnAboutBlas(blas);
   const double load_s = load_clock.Seconds();
   std::vector<double> times;
   absl::StatusOr<std::vector<float>> logits;
@@ -128,9 +167,11 @@ int Run(const std::string& model_path, const std::string& tokens_text,
                              {"prefill_ms", ms},
                              {"median_ms", median * 1e3},
                              {"tokens_per_s", double(T) / median}};
+    j.update(ThreadsJson(blas, pools));
     std::printf("%s\n", j.dump().c_str());
     std::fflush(stdout);
   }
+  std::fprintf(stderr, "%s\n", DescribeThreads(blas, pools).c_str());
   std::fprintf(stderr,
                "load %.1f ms; prefill %zu tokens: median %.2f ms over %zu runs = %.0f tokens/s\n",
                load_s * 1e3, T, median * 1e3, times.size(), double(T) / median);
@@ -179,11 +220,21 @@ int main(int argc, char** argv) {
   run->add_option("-r,--repeat", run_repeat, "run the prefill N times and report the median");
   run->add_option("-w,--warmup", run_warmup,
                   "untimed runs first (TorchScript optimises during the first 2)");
-  run->add_option("-t,--threads", run_threads, "libtorch intra-op threads (default: libtorch's)");
+  run->add_option("-t,--threads", run_threads,
+                  "threads for the matrix products (default: the CPUs available; see "
+                  "docs/cact-torch.md, Threads)");
   bool run_json = false;
   run->add_flag("--json", run_json, "also print the timings as one JSON line on stdout");
 
+  int info_threads = 0;
+  bool info_json = false;
+  auto* info = app.add_subcommand(
+      "info", "name the BLAS behind libtorch and the threads of both pools (after the rule)");
+  info->add_option("-t,--threads", info_threads, "as for run");
+  info->add_flag("--json", info_json, "print one JSON line");
+
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
+  if (*info) return Info(info_threads, info_json);
   if (*ex) return Export(ex_in, ex_out, ex_format);
   if (*im) {
     if (!im_base.empty()) req.base = im_base;
