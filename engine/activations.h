@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/fast_ops.h"
 #include "formats/cact/header.h"
 
 namespace cact::fast {
@@ -66,8 +67,7 @@ struct Activations {
     eng_v.assign(size_t(threads) * engram_sites, std::vector<float>(size_t(C) * d));
     eng_vraw.assign(engram_sites, std::vector<float>(size_t(C) * d));
     rope.resize(size_t(C) * g.head_dim);
-    attn_scratch.resize(size_t(threads) * (g.num_heads / std::max(1u, g.num_kv_heads)) *
-                        (kv_rows + 16));
+    attn_scratch.resize(size_t(threads) * AttnScratch(kv_rows));
   }
 
   // The per-token buffers, on first use (a forward that is never fed does not hold them).
@@ -101,6 +101,12 @@ struct Activations {
     return tv;
   }
 
+  // Attention scratch floats per thread: one token's scores, or a block's (AttendBlock).
+  size_t AttnScratch(uint32_t kv_rows) const {
+    const uint32_t per_kv = g.num_heads / std::max(1u, g.num_kv_heads);
+    return std::max(size_t(per_kv) * (kv_rows + 16), kernels::AttendBlockScratch(kv_rows, per_kv));
+  }
+
   // mhc_out rows per token and layer: pre (m), post (m), res (m * m).
   uint32_t MhcRows() const { return g.mhc_lanes * (g.mhc_lanes + 2); }
   size_t MhcStride() const { return size_t(g.num_layers) * MhcRows(); }  // per token
@@ -125,7 +131,7 @@ struct Activations {
   std::vector<std::vector<float>> eng_v;     // convolved values [site][C][d]; decode [N * sites][d]
   std::vector<std::vector<float>> eng_vraw;  // values before the convolution [site][C][d]
   std::vector<float> rope;                   // cos | sin of the chunk's positions [C][head_dim]
-  std::vector<float> attn_scratch;           // scores [N][heads per KV head][kv_rows + 16]
+  std::vector<float> attn_scratch;           // per thread: AttnScratch(kv_rows) floats
 };
 
 }  // namespace cact::fast

@@ -46,6 +46,15 @@ class KvCache {
   void Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
               float* scratch) const;
 
+  // Attend for the `tokens` (<= kernels::AttentionBlock::kMaxTokens) consecutive query
+  // positions pos0.. at once: query t's n_q heads at q + t * q_stride, its output at
+  // out + t * out_stride; the same bits as Attend per position. All their keys must be
+  // stored first (the ring needs slack >= tokens - 1). `scratch`: AttendBlockScratch(rows(),
+  // n_q) floats.
+  void AttendBlock(uint32_t l, uint32_t h, uint32_t pos0, uint32_t tokens, const float* q,
+                   size_t q_stride, uint32_t n_q, float* out, size_t out_stride,
+                   float* scratch) const;
+
   // Stored int8 key / value of position `pos` (head_dim values) and its scale (tests).
   void KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const;
   void ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const;
