@@ -151,8 +151,11 @@ class FastForward final : public Forward {
                     bool all_positions) override {
     if (auto st = BeginFeed(m_, position(), tokens, logits, all_positions); !st.ok()) return st;
     const size_t n = tokens.size(), V = g_.vocab;
-    for (size_t i = 0; i < n; i += kFastPrefillChunk) {
-      const uint32_t cn = uint32_t(std::min<size_t>(kFastPrefillChunk, n - i));
+    if (logits && all_positions && n > act_.chunk.n && act_.chunk.n < kFastLogitsChunk)
+      act_.SetChunk(kFastLogitsChunk);  // and keeps it (same results at any chunk size)
+    const uint32_t chunk = act_.chunk.n;
+    for (size_t i = 0; i < n; i += chunk) {
+      const uint32_t cn = uint32_t(std::min<size_t>(chunk, n - i));
       const uint32_t p0 = position();
       tokens_.insert(tokens_.end(), tokens.begin() + i, tokens.begin() + i + cn);
       // Logits for every token of the chunk, or only for the very last token.
