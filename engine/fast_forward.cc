@@ -149,8 +149,11 @@ class FastForward final : public Forward {
 
   absl::Status Feed(std::span<const int32_t> tokens, std::vector<float>* logits,
                     bool all_positions) override {
-    if (auto st = BeginFeed(m_, position(), tokens, logits, all_positions); !st.ok()) return st;
+    if (auto st = CheckFeed(m_, position(), tokens); !st.ok()) return st;
     const size_t n = tokens.size(), V = g_.vocab;
+    // BeginFeed's shape without its zero fill: the products write every element (a reused
+    // [512, vocab] vector is 16 MB of stores saved per Feed).
+    if (logits) logits->resize((all_positions ? n : (n ? 1 : 0)) * V);
     if (logits && all_positions && n > act_.chunk.n && act_.chunk.n < kFastLogitsChunk)
       act_.SetChunk(kFastLogitsChunk);  // and keeps it (same results at any chunk size)
     const uint32_t chunk = act_.chunk.n;
