@@ -464,10 +464,16 @@ class FastForward final : public Forward {
       hp[j] = mhc.a_pre[l] * tv.pre[j] + mhc.b_pre[l * m + j] + off;
     }
     kn::SigmoidInPlace(hp, m);
-    std::fill(tv.u, tv.u + d, 0.f);
-    for (uint32_t j = 0; j < m; ++j)
-      for (uint32_t c = 0; c < d; ++c) tv.u[c] += hp[j] * tv.X[j * d + c];
-    std::memcpy(tv.bx, tv.u, d * sizeof(float));
+    // Per lane j in order (u starts at 0): hp[j] held in a local and restrict pointers so
+    // the loop vectorizes (it reloaded hp[j] per element, ~5 % of prefill).
+    float* __restrict u = tv.u;
+    std::fill(u, u + d, 0.f);
+    for (uint32_t j = 0; j < m; ++j) {
+      const float w = hp[j];
+      const float* __restrict xj = tv.X + size_t(j) * d;
+      for (uint32_t c = 0; c < d; ++c) u[c] += w * xj[c];
+    }
+    std::memcpy(tv.bx, u, d * sizeof(float));
   }
 
   // ---- engram injection: bx = u + sigmoid(rms_unit(u) . rms_unit(k) / sqrt(d)) * v ----
