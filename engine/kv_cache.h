@@ -1,9 +1,9 @@
 // The fast path's int8 KV cache: per layer and KV head, keys (after RoPE) and values are
 // stored as int8 with one absmax/127 scale per vector (one position, one KV head).
 // Positions below `sink` are pinned and never leave; the others live in a ring of
-// `window + slack` rows, so memory is bounded by window + sink (+ the prefill chunk,
-// `slack`), whatever the sequence length. With window 0 (plain causal) the ring holds
-// max_seq_len rows.
+// `window + slack` rows, so memory is bounded by window + sink (+ `slack`, the keys
+// stored ahead of their queries), whatever the sequence length. With window 0 (plain
+// causal) the ring holds max_seq_len rows.
 //
 // Visibility is the reference rule: key k is visible from query q iff k <= q and
 // (window == 0 or q - k < window or k < sink). The cache checks that every visible key
@@ -20,8 +20,8 @@ namespace cact {
 
 class KvCache {
  public:
-  // slack: the most tokens whose keys are written before their queries attend (the
-  // prefill chunk size); the ring keeps window + slack rows.
+  // slack: the most keys written ahead of the query that attends (the fast path's
+  // attention block minus one); the ring keeps window + slack rows.
   KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, AttentionWindow attn,
           uint32_t max_seq_len, uint32_t slack);
 
