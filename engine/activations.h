@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/kernels/fast_ops.h"
 #include "formats/cact/header.h"
 
 namespace cact::fast {
@@ -54,20 +55,26 @@ struct TokenBuffers {
 
 struct Activations {
   // `kv_rows`: the rows the KV cache holds per head (the attention scratch's length).
-  Activations(const Geometry& geometry, uint32_t chunk_tokens, uint32_t threads,
+  Activations(const Geometry& geometry, uint32_t chunk_tokens, uint32_t num_threads,
               size_t engram_sites, uint32_t kv_rows)
-      : g(geometry), chunk(chunk_tokens), priv(threads, TokenBuffers(1)) {
+      : g(geometry), threads(num_threads), sites(engram_sites), priv(threads, TokenBuffers(1)) {
+    SetChunk(chunk_tokens);
+    attn_scratch.resize(size_t(threads) * AttnScratch(kv_rows));
+  }
+
+  // Sizes the buffers of chunk rows for `chunk_tokens` tokens (the chunk's per-token
+  // buffers again on first use).
+  void SetChunk(uint32_t chunk_tokens) {
     const uint32_t C = chunk_tokens, d = g.d_model, A = g.attn_dim();
-    mhc_out.resize(size_t(C) * g.num_layers * MhcRows());
-    o.resize(size_t(C) * A);
-    out.resize(size_t(C) * d);
-    eng_rows.resize(size_t(std::max(C, threads)) * EngramIn());
-    eng_k.assign(engram_sites, std::vector<float>(size_t(C) * d));
-    eng_v.assign(size_t(threads) * engram_sites, std::vector<float>(size_t(C) * d));
-    eng_vraw.assign(engram_sites, std::vector<float>(size_t(C) * d));
-    rope.resize(size_t(C) * g.head_dim);
-    attn_scratch.resize(size_t(threads) * (g.num_heads / std::max(1u, g.num_kv_heads)) *
-                        (kv_rows + 16));
+    chunk = TokenBuffers(C);
+    mhc_out.assign(size_t(C) * g.num_layers * MhcRows(), 0.f);
+    o.assign(size_t(C) * A, 0.f);
+    out.assign(size_t(C) * d, 0.f);
+    eng_rows.assign(size_t(std::max(C, threads)) * EngramIn(), 0.f);
+    eng_k.assign(sites, std::vector<float>(size_t(C) * d));
+    eng_v.assign(size_t(threads) * sites, std::vector<float>(size_t(C) * d));
+    eng_vraw.assign(sites, std::vector<float>(size_t(C) * d));
+    rope.assign(size_t(C) * g.head_dim, 0.f);
   }
 
   // The per-token buffers, on first use (a forward that is never fed does not hold them).
@@ -101,6 +108,12 @@ struct Activations {
     return tv;
   }
 
+  // Attention scratch floats per thread: one token's scores, or a block's (AttendBlock).
+  size_t AttnScratch(uint32_t kv_rows) const {
+    const uint32_t per_kv = g.num_heads / std::max(1u, g.num_kv_heads);
+    return std::max(size_t(per_kv) * (kv_rows + 16), kernels::AttendBlockScratch(kv_rows, per_kv));
+  }
+
   // mhc_out rows per token and layer: pre (m), post (m), res (m * m).
   uint32_t MhcRows() const { return g.mhc_lanes * (g.mhc_lanes + 2); }
   size_t MhcStride() const { return size_t(g.num_layers) * MhcRows(); }  // per token
@@ -113,6 +126,8 @@ struct Activations {
   float* EngramRowsOf(uint32_t me) { return &eng_rows[size_t(me) * EngramIn()]; }
 
   const Geometry& g;
+  uint32_t threads;
+  size_t sites;                    // engram sites
   TokenBuffers chunk;              // prefill: the chunk's tokens [C]
   std::vector<TokenBuffers> priv;  // decode: one token per thread [N][1]
   // Shared outputs of split work, row = chunk token.
@@ -125,7 +140,7 @@ struct Activations {
   std::vector<std::vector<float>> eng_v;     // convolved values [site][C][d]; decode [N * sites][d]
   std::vector<std::vector<float>> eng_vraw;  // values before the convolution [site][C][d]
   std::vector<float> rope;                   // cos | sin of the chunk's positions [C][head_dim]
-  std::vector<float> attn_scratch;           // scores [N][heads per KV head][kv_rows + 16]
+  std::vector<float> attn_scratch;           // per thread: AttnScratch(kv_rows) floats
 };
 
 }  // namespace cact::fast

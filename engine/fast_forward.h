@@ -27,6 +27,10 @@ namespace cact {
 // the chunk's buffers were ~3.4 MB of a session's peak RSS at 64, and prefill is within a
 // few percent (docs/benchmarks.md, "Start-up and memory").
 inline constexpr uint32_t kFastPrefillChunk = 16;
+// The chunk once a Feed of more tokens asks for every position's logits (perplexity):
+// each 16-row weight panel is then unpacked once per 64 tokens instead of 16, ~6 % of
+// such a prefill (docs/benchmarks.md, "Prefill with all-position logits"), for ~2 MB more.
+inline constexpr uint32_t kFastLogitsChunk = 64;
 
 struct FastForwardOptions {
   bool two_level_activations = true;    // false: plain int8 activations

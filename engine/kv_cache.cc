@@ -76,6 +76,51 @@ void KvCache::ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float*
   for (uint32_t c = 0; c < head_dim_; ++c) out[c] = values_[r * head_dim_ + c];
 }
 
+void KvCache::AttendBlock(uint32_t l, uint32_t h, uint32_t pos0, uint32_t tokens, const float* q,
+                          size_t q_stride, uint32_t n_q, float* out, size_t out_stride,
+                          float* scratch) const {
+  // The union of the visible rows: the pinned prefix of the last query and the recent run
+  // from the first query's window start to the last query. Union index u is position u
+  // below `pinned`, else position lo + (u - pinned).
+  const uint32_t last = pos0 + tokens - 1;
+  auto window_lo = [&](uint32_t pos) {
+    return attn_.window == 0 || pos + 1 < attn_.window ? 0 : pos + 1 - attn_.window;
+  };
+  const uint32_t pinned = std::min(attn_.sink, last + 1);
+  const uint32_t lo = std::max(window_lo(pos0), pinned);
+  const int64_t newest = newest_[size_t(l) * kv_heads_ + h];
+  if (tokens == 0 || tokens > kernels::AttentionBlock::kMaxTokens || int64_t(last) > newest ||
+      (lo <= last && newest - int64_t(lo) >= int64_t(ring_rows_))) {
+    std::fprintf(stderr, "KvCache::AttendBlock: keys for queries %u..%u are not in the cache\n",
+                 pos0, last);
+    std::abort();
+  }
+  kernels::AttentionBlock b;
+  if (pinned) b.runs.Add(0, pinned);
+  if (lo <= last) {
+    const uint32_t s0 = Slot(lo), n = last - lo + 1;
+    const uint32_t first = std::min(n, sink_rows_ + ring_rows_ - s0);
+    b.runs.Add(s0, first);
+    if (n > first) b.runs.Add(sink_rows_, n - first);
+  }
+  b.tokens = tokens;
+  for (uint32_t t = 0; t < tokens; ++t) {
+    // Query pos sees positions [0, min(sink, pos + 1)) and [max(window_lo, that), pos].
+    const uint32_t pos = pos0 + t, own_pinned = std::min(attn_.sink, pos + 1);
+    const uint32_t own_lo = std::max(window_lo(pos), own_pinned);
+    b.head[t] = own_pinned;
+    b.from[t] = b.to[t] = pinned;
+    if (own_lo <= pos) {  // then own_pinned == pinned and own_lo >= lo
+      b.from[t] = pinned + (own_lo - lo);
+      b.to[t] = pinned + (pos - lo) + 1;
+    }
+  }
+  const size_t base = RowIndex(l, h, 0);
+  kernels::AttendInt8Block(b, &keys_[KeyBlock(l, h)], rows(), &key_scale_[base],
+                           &values_[base * head_dim_], &value_scale_[base], head_dim_, q, q_stride,
+                           n_q, out, out_stride, scratch);
+}
+
 void KvCache::Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
                      float* scratch) const {
   // Visible keys: the pinned prefix [0, min(sink, pos + 1)) and the recent run [lo, pos].

@@ -1,9 +1,9 @@
 // The fast path's int8 KV cache: per layer and KV head, keys (after RoPE) and values are
 // stored as int8 with one absmax/127 scale per vector (one position, one KV head).
 // Positions below `sink` are pinned and never leave; the others live in a ring of
-// `window + slack` rows, so memory is bounded by window + sink (+ the prefill chunk,
-// `slack`), whatever the sequence length. With window 0 (plain causal) the ring holds
-// max_seq_len rows.
+// `window + slack` rows, so memory is bounded by window + sink (+ `slack`, the keys
+// stored ahead of their queries), whatever the sequence length. With window 0 (plain
+// causal) the ring holds max_seq_len rows.
 //
 // Visibility is the reference rule: key k is visible from query q iff k <= q and
 // (window == 0 or q - k < window or k < sink). The cache checks that every visible key
@@ -20,8 +20,8 @@ namespace cact {
 
 class KvCache {
  public:
-  // slack: the most tokens whose keys are written before their queries attend (the
-  // prefill chunk size); the ring keeps window + slack rows.
+  // slack: the most keys written ahead of the query that attends (the fast path's
+  // attention block minus one); the ring keeps window + slack rows.
   KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, AttentionWindow attn,
           uint32_t max_seq_len, uint32_t slack);
 
@@ -45,6 +45,15 @@ class KvCache {
   // `scratch` must hold at least rows() floats per query head.
   void Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
               float* scratch) const;
+
+  // Attend for the `tokens` (<= kernels::AttentionBlock::kMaxTokens) consecutive query
+  // positions pos0.. at once: query t's n_q heads at q + t * q_stride, its output at
+  // out + t * out_stride; the same bits as Attend per position. All their keys must be
+  // stored first (the ring needs slack >= tokens - 1). `scratch`: AttendBlockScratch(rows(),
+  // n_q) floats.
+  void AttendBlock(uint32_t l, uint32_t h, uint32_t pos0, uint32_t tokens, const float* q,
+                   size_t q_stride, uint32_t n_q, float* out, size_t out_stride,
+                   float* scratch) const;
 
   // Stored int8 key / value of position `pos` (head_dim values) and its scale (tests).
   void KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const;

@@ -86,6 +86,15 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
   }
 }
 
+void AttendBlockScalar(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
+                       const float* key_scale, const int8_t* values, const float* value_scale,
+                       uint32_t hd, const float* q, size_t q_stride, uint32_t n_q, float* out,
+                       size_t out_stride, float* scratch) {
+  for (uint32_t t = 0; t < block.tokens; ++t)
+    AttendScalar(block.TokenRuns(t), keys_t, row_stride, key_scale, values, value_scale, hd,
+                 q + t * q_stride, n_q, out + t * out_stride, scratch);
+}
+
 void QuantizeScalar(const float* x, uint32_t n, int8_t* q, float* scale) {
   float amax = 0.f;
   bool finite = true;
@@ -118,12 +127,35 @@ void MixScalar(const float* P, const float* X, const float* h, const float* x, c
 }  // namespace
 
 const FastOpsTable& ScalarFastOps() {
-  static const FastOpsTable t = {ExpScalar,    SigmoidScalar,  SiluScalar, FwhtScalar,
-                                 AttendScalar, QuantizeScalar, MixScalar};
+  static const FastOpsTable t = {ExpScalar,    SigmoidScalar,     SiluScalar,     FwhtScalar,
+                                 AttendScalar, AttendBlockScalar, QuantizeScalar, MixScalar};
   return t;
 }
 
 }  // namespace internal
+
+AttentionRuns AttentionBlock::TokenRuns(uint32_t t) const {
+  AttentionRuns out;
+  // Union indices [a, b) as slot runs; a piece continuing the previous run's slots extends
+  // it (the block's union has at most three runs, and so has each token's part of it).
+  auto add = [&](uint32_t a, uint32_t b) {
+    uint32_t base = 0;
+    for (int k = 0; k < runs.n; ++k) {
+      const uint32_t lo = std::max(a, base), hi = std::min(b, base + runs.count[k]);
+      if (lo < hi) {
+        const size_t s = runs.start[k] + (lo - base);
+        if (out.n > 0 && out.start[out.n - 1] + out.count[out.n - 1] == s)
+          out.count[out.n - 1] += hi - lo;
+        else
+          out.Add(s, hi - lo);
+      }
+      base += runs.count[k];
+    }
+  };
+  add(0, head[t]);
+  add(from[t], to[t]);
+  return out;
+}
 
 namespace {
 const internal::FastOpsTable& Ops() {
@@ -137,6 +169,14 @@ void SigmoidInPlace(float* x, size_t n) { Ops().sigmoid(x, n); }
 void SiluInPlace(float* x, size_t n) { Ops().silu(x, n); }
 void FwhtOrthonormal(float* x, uint32_t n) {
   (n >= 16 ? Ops() : internal::ScalarFastOps()).fwht(x, n);  // SIMD works on 16-wide vectors
+}
+void AttendInt8Block(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
+                     const float* key_scale, const int8_t* values, const float* value_scale,
+                     uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q, float* out,
+                     size_t out_stride, float* scratch) {
+  const auto& ops = head_dim <= 256 ? Ops() : internal::ScalarFastOps();
+  ops.attend_block(block, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, q_stride,
+                   n_q, out, out_stride, scratch);
 }
 void QuantizeInt8(const float* x, uint32_t n, int8_t* q, float* scale) {
   Ops().quantize(x, n, q, scale);

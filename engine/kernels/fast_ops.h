@@ -55,4 +55,28 @@ void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stri
                 const float* key_scale, const int8_t* values, const float* value_scale,
                 uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch);
 
+// Consecutive query tokens of one KV head attended together, so each key and value row
+// is loaded and converted once for all of them (prefill). `runs` holds the union of the
+// tokens' visible rows in order; token t sees the union indices [0, head[t]) and
+// [from[t], to[t]) (head[t] <= from[t] <= to[t] <= runs.total()).
+struct AttentionBlock {
+  static constexpr uint32_t kMaxTokens = 4;
+  AttentionRuns runs;
+  uint32_t tokens = 0;
+  uint32_t head[kMaxTokens] = {}, from[kMaxTokens] = {}, to[kMaxTokens] = {};
+  // Token t's visible rows as runs (what AttendInt8 would be given for it alone).
+  AttentionRuns TokenRuns(uint32_t t) const;
+};
+
+// For each token t < block.tokens, bit for bit:
+//   AttendInt8(block.TokenRuns(t), ..., q + t * q_stride, n_q, out + t * out_stride, ...).
+// scratch: AttendBlockScratch(block.runs.total(), n_q) floats.
+void AttendInt8Block(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
+                     const float* key_scale, const int8_t* values, const float* value_scale,
+                     uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q, float* out,
+                     size_t out_stride, float* scratch);
+inline size_t AttendBlockScratch(uint32_t rows, uint32_t n_q) {
+  return (n_q > 17 ? n_q : 17) * (size_t(rows) + 16);
+}
+
 }  // namespace cact::kernels

@@ -8,7 +8,9 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "engine/kernels/fast_ops_table.h"
 
@@ -82,6 +84,29 @@ inline __m512 LoadI8(const int8_t* p, __mmask16 k) {
   return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(k, p)));
 }
 
+// Softmax of one head's `total` (> 0) scores in place: max (exact in any order), exp, 16
+// strided partial sums and a fixed tree; returns 1 / sum.
+inline float SoftmaxInPlace(float* s, uint32_t total) {
+  __m512 mv = _mm512_set1_ps(s[0]);
+  for (uint32_t t = 0; t < total; t += 16) {
+    const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
+    mv = _mm512_mask_max_ps(mv, m, _mm512_maskz_loadu_ps(m, s + t), mv);
+  }
+  const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
+  __m512 part = _mm512_setzero_ps();
+  for (uint32_t t = 0; t < total; t += 16) {
+    const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
+    const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), mx));
+    _mm512_mask_storeu_ps(s + t, m, e);
+    part = _mm512_mask_add_ps(part, m, part, e);
+  }
+  part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0x4E));
+  part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0xB1));
+  part = _mm512_add_ps(part, _mm512_permute_ps(part, 0x4E));
+  part = _mm512_add_ps(part, _mm512_permute_ps(part, 0xB1));
+  return 1.f / _mm512_cvtss_f32(part);
+}
+
 void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
              const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
              const float* q, uint32_t n_q, float* out, float* scratch) {
@@ -138,32 +163,12 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
         idx += cnt;
       }
     }
-    // Softmax of each head in place: max (exact in any order), exp, 16 strided partial
-    // sums and a fixed tree.
     float inv[2] = {0.f, 0.f};
     for (uint32_t i = i0; i < i0 + nh; ++i) {
-      float* s = scratch + size_t(i) * total;
       float* oi = out + size_t(i) * hd;
       for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
       if (total == 0) continue;
-      __m512 mv = _mm512_set1_ps(s[0]);
-      for (uint32_t t = 0; t < total; t += 16) {
-        const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
-        mv = _mm512_mask_max_ps(mv, m, _mm512_maskz_loadu_ps(m, s + t), mv);
-      }
-      const __m512 mx = _mm512_set1_ps(_mm512_reduce_max_ps(mv));
-      __m512 part = _mm512_setzero_ps();
-      for (uint32_t t = 0; t < total; t += 16) {
-        const __mmask16 m = __mmask16(total - t < 16 ? (1u << (total - t)) - 1 : 0xFFFF);
-        const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), mx));
-        _mm512_mask_storeu_ps(s + t, m, e);
-        part = _mm512_mask_add_ps(part, m, part, e);
-      }
-      part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0x4E));
-      part = _mm512_add_ps(part, _mm512_shuffle_f32x4(part, part, 0xB1));
-      part = _mm512_add_ps(part, _mm512_permute_ps(part, 0x4E));
-      part = _mm512_add_ps(part, _mm512_permute_ps(part, 0xB1));
-      inv[i - i0] = 1.f / _mm512_cvtss_f32(part);
+      inv[i - i0] = SoftmaxInPlace(scratch + size_t(i) * total, total);
     }
     if (total == 0) continue;
     // Weighted values: lanes = dimensions, an fma chain over rows in order per head; each
@@ -195,6 +200,196 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
       const __mmask16 m = v + 1 == nvec ? last : 0xFFFF;
       _mm512_mask_storeu_ps(out + size_t(i0) * hd + 16 * v, m, acc0[v]);
       if (nh == 2) _mm512_mask_storeu_ps(out + size_t(i0 + 1) * hd + 16 * v, m, acc1[v]);
+    }
+  }
+}
+
+// ---- a block of query tokens (AttendInt8Block): up to 8 queries (token x head) at a time
+// share each converted key and value row. Per query the operations are AttendV's: the same
+// fma chain per score, the same softmax over its own visible scores, and the same fma chain
+// over its visible value rows in order (rows it does not see leave its sums untouched).
+
+// Scores of Q queries over every row of `runs` into s[j][union index].
+template <int Q>
+void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                 const float* key_scale, uint32_t hd, const float* const* q, float* const* s) {
+  const __m512 inv_v = _mm512_set1_ps(1.0f / std::sqrt(float(hd)));
+  uint32_t idx = 0;
+  for (int k = 0; k < runs.n; ++k) {
+    uint32_t j = 0;
+    for (; j + 32 <= runs.count[k]; j += 32, idx += 32) {
+      const size_t r0 = runs.start[k] + j;
+      __m512 a[Q], b[Q];
+      for (int i = 0; i < Q; ++i) a[i] = b[i] = _mm512_setzero_ps();
+      for (uint32_t c = 0; c < hd; ++c) {
+        const int8_t* kc = keys_t + c * row_stride + r0;
+        const __m512 kv0 = LoadI8(kc, 0xFFFF), kv1 = LoadI8(kc + 16, 0xFFFF);
+        for (int i = 0; i < Q; ++i) {
+          const __m512 qi = _mm512_set1_ps(q[i][c]);
+          a[i] = _mm512_fmadd_ps(qi, kv0, a[i]);
+          b[i] = _mm512_fmadd_ps(qi, kv1, b[i]);
+        }
+      }
+      const __m512 t0 = _mm512_mul_ps(_mm512_loadu_ps(key_scale + r0), inv_v);
+      const __m512 t1 = _mm512_mul_ps(_mm512_loadu_ps(key_scale + r0 + 16), inv_v);
+      for (int i = 0; i < Q; ++i) {
+        _mm512_storeu_ps(s[i] + idx, _mm512_mul_ps(a[i], t0));
+        _mm512_storeu_ps(s[i] + idx + 16, _mm512_mul_ps(b[i], t1));
+      }
+    }
+    for (; j < runs.count[k]; j += 16) {
+      const uint32_t cnt = runs.count[k] - j < 16 ? runs.count[k] - j : 16;
+      const __mmask16 m = __mmask16((1u << cnt) - 1);
+      const size_t r0 = runs.start[k] + j;
+      __m512 a[Q];
+      for (int i = 0; i < Q; ++i) a[i] = _mm512_setzero_ps();
+      for (uint32_t c = 0; c < hd; ++c) {
+        const __m512 kv = LoadI8(keys_t + c * row_stride + r0, m);
+        for (int i = 0; i < Q; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][c]), kv, a[i]);
+      }
+      const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), inv_v);
+      for (int i = 0; i < Q; ++i) _mm512_mask_storeu_ps(s[i] + idx, m, _mm512_mul_ps(a[i], t));
+      idx += cnt;
+    }
+  }
+}
+
+// out[j] = sum over the rows j sees (bit j of vis[union index]) of w[j][row] * value, an fma
+// chain over rows in order per query; 32 dimensions at a time.
+template <int Q>
+void BlockValues(const AttentionRuns& runs, const int8_t* values, uint32_t hd,
+                 const float* const* w, const uint8_t* vis, float* const* out) {
+  const uint32_t nvec = (hd + 15) / 16;
+  const __mmask16 last = __mmask16(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
+  constexpr uint8_t kAll = uint8_t((1u << Q) - 1);
+  for (uint32_t v0 = 0; v0 < nvec; v0 += 2) {
+    const bool two = v0 + 1 < nvec;
+    const __mmask16 m0 = v0 + 1 == nvec ? last : 0xFFFF;
+    const __mmask16 m1 = v0 + 2 == nvec ? last : 0xFFFF;
+    __m512 a[Q], b[Q];
+    for (int i = 0; i < Q; ++i) a[i] = b[i] = _mm512_setzero_ps();
+    uint32_t u = 0;
+    for (int k = 0; k < runs.n; ++k)
+      for (uint32_t j = 0; j < runs.count[k]; ++j, ++u) {
+        const int8_t* vr = values + (runs.start[k] + j) * hd + 16 * v0;
+        const __m512 x0 = LoadI8(vr, m0);
+        const __m512 x1 = two ? LoadI8(vr + 16, m1) : _mm512_setzero_ps();
+        const uint8_t seen = vis[u] & kAll;
+        if (seen == kAll) {
+          for (int i = 0; i < Q; ++i) {
+            const __m512 wi = _mm512_set1_ps(w[i][u]);
+            a[i] = _mm512_fmadd_ps(wi, x0, a[i]);
+            if (two) b[i] = _mm512_fmadd_ps(wi, x1, b[i]);
+          }
+        } else if (seen) {
+          for (int i = 0; i < Q; ++i) {
+            const __mmask16 on = (seen >> i) & 1 ? 0xFFFF : 0;
+            const __m512 wi = _mm512_set1_ps(w[i][u]);
+            a[i] = _mm512_mask3_fmadd_ps(wi, x0, a[i], on);
+            if (two) b[i] = _mm512_mask3_fmadd_ps(wi, x1, b[i], on);
+          }
+        }
+      }
+    for (int i = 0; i < Q; ++i) {
+      _mm512_mask_storeu_ps(out[i] + 16 * v0, m0, a[i]);
+      if (two) _mm512_mask_storeu_ps(out[i] + 16 * v0 + 16, m1, b[i]);
+    }
+  }
+}
+
+// Weights w[u] = (p * inv) * vs[u] for n rows (p: the softmax numerators), as AttendV.
+inline void Weights(const float* p, float inv, const float* vs, uint32_t n, float* w) {
+  const __m512 iv = _mm512_set1_ps(inv);
+  for (uint32_t k = 0; k < n; k += 16) {
+    const __mmask16 m = __mmask16(n - k < 16 ? (1u << (n - k)) - 1 : 0xFFFF);
+    const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, p + k), iv);
+    _mm512_mask_storeu_ps(w + k, m, _mm512_mul_ps(x, _mm512_maskz_loadu_ps(m, vs + k)));
+  }
+}
+
+template <int Q>
+void BlockGroup(const AttentionBlock& blk, const int8_t* keys_t, size_t row_stride,
+                const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
+                const float* const* q, const uint32_t* token, float* const* out, float* scratch) {
+  const AttentionRuns& runs = blk.runs;
+  const uint32_t total = runs.total();
+  const size_t stride = total + 16;
+  float* s[Q];
+  float* w[Q];
+  for (int i = 0; i < Q; ++i) {
+    s[i] = scratch + i * stride;
+    w[i] = scratch + (8 + i) * stride;
+  }
+  // The value scales by union index (in the last weight row, free when Q < 8, else
+  // read before that row's weights are written).
+  float* vs = scratch + 15 * stride;
+  for (int k = 0, u = 0; k < runs.n; u += runs.count[k], ++k)
+    std::memcpy(vs + u, value_scale + runs.start[k], runs.count[k] * sizeof(float));
+  uint8_t* vis = reinterpret_cast<uint8_t*>(scratch + 16 * stride);
+  BlockScores<Q>(runs, keys_t, row_stride, key_scale, hd, q, s);
+  std::memset(vis, 0, total);
+  for (int i = 0; i < Q; ++i) {
+    const uint32_t t = token[i], head = blk.head[t], from = blk.from[t], to = blk.to[t];
+    const uint32_t seen = head + (to - from);
+    if (seen == 0) continue;  // no row: the output stays 0, as AttendV's
+    // This query's visible scores in order, then the softmax AttendV computes.
+    float* si = s[i];
+    if (from > head) std::memmove(si + head, si + from, (to - from) * sizeof(float));
+    const float inv = SoftmaxInPlace(si, seen);
+    Weights(si, inv, vs, head, w[i]);
+    Weights(si + head, inv, vs + from, to - from, w[i] + from);
+    const uint8_t bit = uint8_t(1u << i);
+    for (uint32_t u = 0; u < head; ++u) vis[u] |= bit;
+    for (uint32_t u = from; u < to; ++u) vis[u] |= bit;
+  }
+  BlockValues<Q>(runs, values, hd, w, vis, out);
+}
+
+void AttendBlockV(const AttentionBlock& blk, const int8_t* keys_t, size_t row_stride,
+                  const float* key_scale, const int8_t* values, const float* value_scale,
+                  uint32_t hd, const float* q, size_t q_stride, uint32_t n_q, float* out,
+                  size_t out_stride, float* scratch) {
+  const uint32_t queries = blk.tokens * n_q;
+  for (uint32_t j0 = 0; j0 < queries; j0 += 8) {
+    const uint32_t nq = queries - j0 < 8 ? queries - j0 : 8;
+    const float* qs[8];
+    float* os[8];
+    uint32_t token[8];
+    for (uint32_t i = 0; i < nq; ++i) {
+      const uint32_t t = (j0 + i) / n_q, h = (j0 + i) % n_q;
+      token[i] = t;
+      qs[i] = q + t * q_stride + size_t(h) * hd;
+      os[i] = out + t * out_stride + size_t(h) * hd;
+    }
+    auto run = [&](auto qn) {
+      BlockGroup<decltype(qn)::value>(blk, keys_t, row_stride, key_scale, values, value_scale, hd,
+                                      qs, token, os, scratch);
+    };
+    switch (nq) {
+      case 1:
+        run(std::integral_constant<int, 1>());
+        break;
+      case 2:
+        run(std::integral_constant<int, 2>());
+        break;
+      case 3:
+        run(std::integral_constant<int, 3>());
+        break;
+      case 4:
+        run(std::integral_constant<int, 4>());
+        break;
+      case 5:
+        run(std::integral_constant<int, 5>());
+        break;
+      case 6:
+        run(std::integral_constant<int, 6>());
+        break;
+      case 7:
+        run(std::integral_constant<int, 7>());
+        break;
+      default:
+        run(std::integral_constant<int, 8>());
+        break;
     }
   }
 }
@@ -251,7 +446,8 @@ void MixV(const float* P, const float* X, const float* h, const float* x, const 
 }  // namespace
 
 const FastOpsTable& Avx512FastOps() {
-  static const FastOpsTable t = {ExpV, SigmoidV, SiluV, FwhtV, AttendV, QuantizeV, MixV};
+  static const FastOpsTable t = {ExpV,    SigmoidV,     SiluV,     FwhtV,
+                                 AttendV, AttendBlockV, QuantizeV, MixV};
   return t;
 }
 

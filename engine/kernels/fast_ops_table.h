@@ -12,6 +12,10 @@ struct FastOpsTable {
   void (*attend)(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                  const float* key_scale, const int8_t* values, const float* value_scale,
                  uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch);
+  void (*attend_block)(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
+                       const float* key_scale, const int8_t* values, const float* value_scale,
+                       uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q, float* out,
+                       size_t out_stride, float* scratch);
   void (*quantize)(const float* x, uint32_t n, int8_t* q, float* scale);
   void (*mix)(const float* P, const float* X, const float* h, const float* x, const float* u,
               uint32_t m, uint32_t d, float* out);

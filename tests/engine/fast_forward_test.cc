@@ -170,7 +170,8 @@ TEST(FastForward, PrefillEqualsTokenByTokenBitForBit) {
     const Model& model = FixtureModel(k);
     ForwardOptions opt;
     opt.attn = {16, 4};
-    // 150 tokens: five prefill chunks (4 x 32 + 22), the ring wraps inside a chunk.
+    // 150 tokens with every position's logits: three prefill chunks (64 + 64 + 22), the
+    // ring wraps inside a chunk and inside an attention block.
     const std::vector<int32_t> tokens = RandomTokens(150, model.vocab(), 11);
     auto a = MakeFastForward(model, opt);
     std::vector<float> la = FeedAll(*a, tokens);
@@ -194,6 +195,12 @@ TEST(FastForward, PrefillEqualsTokenByTokenBitForBit) {
     ASSERT_TRUE(c->Feed(std::span<const int32_t>(tokens.data() + 71, 79), &part, true).ok());
     lc.insert(lc.end(), part.begin(), part.end());
     EXPECT_EQ(0, std::memcmp(la.data(), lc.data(), la.size() * 4)) << k;
+    // Last position only: chunks of 16 (kFastPrefillChunk), the same last row.
+    auto d = MakeFastForward(model, opt);
+    std::vector<float> ld;
+    ASSERT_TRUE(d->Feed(tokens, &ld, false).ok());
+    ASSERT_EQ(ld.size(), size_t(model.vocab()));
+    EXPECT_EQ(0, std::memcmp(la.data() + la.size() - ld.size(), ld.data(), ld.size() * 4)) << k;
   }
 }
 

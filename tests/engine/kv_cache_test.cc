@@ -3,12 +3,14 @@
 // attention against a plain double-precision oracle over the dequantized rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
 
 #include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/fast_ops.h"
 #include "engine/kv_cache.h"
 
 namespace cact {
@@ -169,6 +171,42 @@ TEST(KvCache, AttentionIsBitIdenticalOnEveryIsa) {
     EXPECT_EQ(0, std::memcmp(base.data(), out.data(), out.size() * 4)) << kernels::IsaName(isa);
   }
   kernels::SetActiveIsa(before);
+}
+
+// A block of queries gives Attend's bits for each of them, with and without a window and
+// sink, while the ring wraps, on every ISA (the prefill schedule: store the block's keys,
+// then attend).
+TEST(KvCache, BlockAttentionIsPerPositionAttentionBitForBit) {
+  constexpr uint32_t kBlock = kernels::AttentionBlock::kMaxTokens;
+  for (auto [window, sink] : {std::pair{8u, 3u}, {8u, 0u}, {5u, 7u}, {0u, 0u}, {40u, 2u}})
+    for (uint32_t n_q : {1u, 2u, 3u}) {
+      const uint32_t hd = 40, max_seq = 90;
+      KvCache kv(1, 1, hd, {window, sink}, max_seq, kBlock - 1);
+      std::mt19937 rng(window * 10 + sink + n_q);
+      std::vector<float> scratch(kernels::AttendBlockScratch(kv.rows(), n_q));
+      const kernels::Isa before = kernels::ActiveIsa();
+      for (uint32_t pos0 = 0, nb = 1; pos0 < max_seq; pos0 += nb, nb = nb % kBlock + 1) {
+        nb = std::min(nb, max_seq - pos0);
+        for (uint32_t t = 0; t < nb; ++t) {
+          std::vector<float> k = Randn(hd, rng), v = Randn(hd, rng);
+          kv.Store(0, 0, pos0 + t, k.data(), v.data());
+        }
+        const size_t stride = n_q * hd + 3;
+        std::vector<float> q = Randn(nb * stride, rng, 0.7);
+        for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx512Vbmi}) {
+          if (!kernels::SetActiveIsa(isa)) continue;
+          std::vector<float> got(nb * stride, -1.f), want(nb * stride, -1.f);
+          kv.AttendBlock(0, 0, pos0, nb, q.data(), stride, n_q, got.data(), stride, scratch.data());
+          for (uint32_t t = 0; t < nb; ++t)
+            kv.Attend(0, 0, pos0 + t, q.data() + t * stride, n_q, want.data() + t * stride,
+                      scratch.data());
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+              << "window " << window << " sink " << sink << " n_q " << n_q << " pos0 " << pos0
+              << " block " << nb << " " << kernels::IsaName(isa);
+        }
+        kernels::SetActiveIsa(before);
+      }
+    }
 }
 
 }  // namespace

@@ -158,6 +158,53 @@ TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
     }
 }
 
+// A block of query tokens: each token's output is AttendInt8's over its own rows, bit for
+// bit, on every ISA; unions with a pinned run and a wrapped ring, tokens that see only
+// pinned rows, and 1..12 queries (groups of up to 8 in the AVX-512 kernel).
+TEST(FastOps, AttentionBlockIsPerTokenAttentionOnEveryIsa) {
+  std::mt19937 rng(11);
+  for (uint32_t hd : {24u, 64u, 72u})
+    for (uint32_t n_q : {1u, 2u, 3u})
+      for (uint32_t tokens = 1; tokens <= AttentionBlock::kMaxTokens; ++tokens) {
+        const uint32_t stride = 300;
+        std::vector<int8_t> kt(size_t(hd) * stride), v(size_t(stride) * hd);
+        for (auto& e : kt) e = int8_t(int(rng() % 255) - 127);
+        for (auto& e : v) e = int8_t(int(rng() % 255) - 127);
+        std::vector<float> ks(stride), vs(stride);
+        for (auto& e : ks) e = 0.002f + (rng() % 1000) * 1e-5f;
+        for (auto& e : vs) e = 0.01f + (rng() % 1000) * 1e-5f;
+        // Union: pinned rows [0, 3), then the ring from row 50 to 299 and on from row 3.
+        AttentionBlock b;
+        b.runs.Add(0, 3);
+        b.runs.Add(50, 250);
+        b.runs.Add(3, 40);
+        b.tokens = tokens;
+        for (uint32_t t = 0; t < tokens; ++t) {
+          b.head[t] = 3;
+          b.from[t] = 3 + 7 * t;
+          b.to[t] = 293 - 5 * (tokens - 1 - t);
+        }
+        if (tokens > 1) b.head[0] = 2, b.from[0] = b.to[0] = 3;  // pinned rows only
+        const size_t qs = size_t(n_q) * hd + 5;
+        std::vector<float> q = RandomVector(tokens * qs, rng);
+        std::vector<float> scratch(AttendBlockScratch(stride, n_q));
+        auto block = [&] {
+          std::vector<float> out(tokens * qs, -1.f);
+          AttendInt8Block(b, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), qs,
+                          n_q, out.data(), qs, scratch.data());
+          return out;
+        };
+        std::vector<float> want(tokens * qs, -1.f);
+        for (uint32_t t = 0; t < tokens; ++t)
+          AttendInt8(b.TokenRuns(t), kt.data(), stride, ks.data(), v.data(), vs.data(), hd,
+                     q.data() + t * qs, n_q, want.data() + t * qs, scratch.data());
+        std::vector<float> got = block();
+        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+            << hd << " " << n_q << " " << tokens;
+        ExpectSameOnEveryIsa(block, "attention block");
+      }
+}
+
 TEST(FastOps, QuantizeInt8PerVector) {
   std::mt19937 rng(5);
   for (uint32_t n : {1u, 24u, 64u, 100u}) {
