@@ -89,7 +89,8 @@ class FastForward final : public Forward {
         team_(uint32_t(threads_)),
         kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len,
             kAttendBlock - 1),
-        act_(g_, kFastPrefillChunk, uint32_t(threads_), model.engram_sites().size(), kv_.rows()) {
+        act_(g_, kFastPrefillChunk, uint32_t(threads_), model.engram_sites().size(), kv_.rows()),
+        name_(fast.two_level_activations || fast.codebook_residual ? "fast" : "fast-int8") {
     const FastForwardOptions& lo = fast;
     embedding_ = FastMatrix(model.embedding(), lo);
     for (const LayerWeights& lw : model.layers()) {
@@ -182,7 +183,8 @@ class FastForward final : public Forward {
     return hidden_.ByLayer(g_.num_layers, g_.d_model);
   }
 
-  std::string name() const override { return "fast"; }
+  // "fast-int8" with plain int8 numerics (forward_paths.h).
+  std::string name() const override { return name_; }
 
  private:
   // The prepared inputs of the matrix products (one set per thread for decode).
@@ -694,6 +696,7 @@ class FastForward final : public Forward {
   HiddenRecord hidden_;
 
   Activations act_;  // working memory (engine/activations.h)
+  std::string name_;
 };
 
 }  // namespace

@@ -5,7 +5,7 @@
 
 namespace cact {
 
-std::vector<std::string> AvailableForwardPaths() { return {"ref", "fast"}; }
+std::vector<std::string> AvailableForwardPaths() { return {"ref", "fast", "fast-int8"}; }
 
 bool IsReferencePath(std::string_view path) { return path == "ref" || path == "reference"; }
 
@@ -13,13 +13,15 @@ absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std
                                                          const ForwardOptions& options) {
   if (IsReferencePath(path)) return MakeReferenceForward(model, options);
   if (path == "auto") path = "fast";
-  if (path == "fast") {
+  if (path == "fast" || path == "fast-int8") {
     if (absl::Status st = CheckFastPathSupports(model.geometry(), options.attn); !st.ok())
       return st;
-    return MakeFastForward(model, options);
+    FastForwardOptions fast;
+    if (path == "fast-int8") fast.two_level_activations = fast.codebook_residual = false;
+    return MakeFastForward(model, options, fast);
   }
   return absl::InvalidArgumentError("unknown forward path '" + std::string(path) +
-                                    "' (expected fast, ref or auto)");
+                                    "' (expected fast, fast-int8, ref or auto)");
 }
 
 }  // namespace cact

@@ -1,5 +1,7 @@
 // Choosing a forward path by name, for tools and tests: "ref" (alias "reference") is the
-// FP32 reference; "fast" is the int8 path (engine/fast_forward.h); "auto" is fast.
+// FP32 reference; "fast" is the int8 path (engine/fast_forward.h) with its default
+// numerics, "fast-int8" the same with plain int8 activations and codebooks (the official
+// engine's numerics; FastForwardOptions); "auto" is fast.
 #pragma once
 #include <memory>
 #include <string>

@@ -168,8 +168,9 @@ absl::Status RunChunks(ScoringInput& in, const ScoringOptions& o, const ChunkSco
 
   auto worker = [&]() {
     std::vector<std::unique_ptr<Forward>> fwd;
-    for (const auto& m : in.models) {
-      auto f = MakeForwardPath(*m, o.path, fo);
+    for (size_t i = 0; i < in.models.size(); ++i) {
+      const std::string& path = i > 0 && !o.other_path.empty() ? o.other_path : o.path;
+      auto f = MakeForwardPath(*in.models[i], path, fo);
       if (!f.ok()) {
         std::lock_guard<std::mutex> lock(mu);
         if (first_error.ok()) first_error = f.status();
@@ -180,6 +181,7 @@ absl::Status RunChunks(ScoringInput& in, const ScoringOptions& o, const ChunkSco
     {
       std::lock_guard<std::mutex> lock(mu);
       in.run.path_name = fwd[0]->name();
+      if (fwd.size() > 1) in.run.other_path_name = fwd[1]->name();
     }
     std::vector<std::vector<float>> logits(fwd.size());
     std::vector<int32_t> feed;

@@ -24,6 +24,7 @@ inline constexpr uint32_t kDefaultScoringContext = 512;
 
 struct ScoringOptions {
   std::string path = "auto";  // forward path, as MakeForwardPath takes it
+  std::string other_path;     // compare: OTHER's path ("": the same as `path`)
   uint32_t ctx = 0;           // positions per chunk, BOS included; 0: min(max_seq_len, 512)
   int threads = 0;            // 0: the CPUs this process may use (at most kMaxAutoThreads)
   std::optional<uint32_t> window;  // attention window; default: the header's kv_window
@@ -49,7 +50,8 @@ using ProgressFn = std::function<void(const ScoringProgress&)>;
 
 // What every report says about the run.
 struct ScoringRun {
-  std::string path_name;  // "fast", "reference"
+  std::string path_name;        // "fast", "fast-int8", "reference"
+  std::string other_path_name;  // compare: OTHER's path
   uint32_t ctx = 0, window = 0, sink = 0;
   int workers = 1, threads_per_worker = 1;
   size_t text_bytes = 0, text_tokens = 0, chunks = 0, tokens_scored = 0;
@@ -118,7 +120,8 @@ struct CompareReport {
 // "%.4f", or "%.4e" from a million up (untrained models reach 1e17).
 std::string FormatPerplexity(double ppl);
 
-// Same chunks through both models. They must share the vocabulary and the tokenizer.
+// Same chunks through both models. They must share the vocabulary and the tokenizer. With
+// options.other_path, OTHER runs on that path (BASE = OTHER then compares two paths).
 absl::StatusOr<CompareReport> CompareModels(const std::string& base_path,
                                             const std::string& other_path, std::string_view text,
                                             const ScoringOptions& options,

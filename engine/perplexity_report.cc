@@ -14,13 +14,16 @@ std::string RunLine(const ScoringRun& r) {
   return absl::StrFormat(
       "%s path, ctx %d, window %d%s; %d tokens scored in %.2f s (%.0f tokens/s, %d worker%s x "
       "%d thread%s)",
-      r.path_name, r.ctx, r.window, r.sink ? absl::StrFormat(" (sink %d)", r.sink) : "",
+      r.other_path_name.empty() || r.other_path_name == r.path_name
+          ? r.path_name
+          : absl::StrFormat("base on the %s path, other on the %s", r.path_name, r.other_path_name),
+      r.ctx, r.window, r.sink ? absl::StrFormat(" (sink %d)", r.sink) : "",
       r.tokens_scored, r.seconds, r.tokens_per_s(), r.workers, r.workers == 1 ? "" : "s",
       r.threads_per_worker, r.threads_per_worker == 1 ? "" : "s");
 }
 
 nlohmann::ordered_json RunJson(const ScoringRun& r) {
-  return {{"path", r.path_name},
+  nlohmann::ordered_json j = {{"path", r.path_name},
           {"ctx", r.ctx},
           {"window", r.window},
           {"sink", r.sink},
@@ -32,6 +35,8 @@ nlohmann::ordered_json RunJson(const ScoringRun& r) {
           {"chunks", r.chunks},
           {"seconds", r.seconds},
           {"tokens_per_s", r.tokens_per_s()}};
+  if (!r.other_path_name.empty()) j["other_path"] = r.other_path_name;
+  return j;
 }
 
 void AddQuantiles(nlohmann::ordered_json& j, const std::string& prefix, const Quantiles& q) {

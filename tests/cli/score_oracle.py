@@ -4,7 +4,7 @@
 It cuts the text's token ids into chunks itself (ctx - 1 tokens each, fed after BOS), gets
 each chunk's logits from the official decode where they exist (the first chunk is a prefix
 of a fixture sequence: --base-official rows 0..n-1) or else from `cact-run --tokens ...
---logits --path ref`, and scores them with a float64 log-softmax. Prints one JSON object.
+--logits --path ref` (--other's from --other-path), and scores them with a float64 log-softmax. Prints one JSON object.
 """
 import argparse
 import json
@@ -16,10 +16,10 @@ import tempfile
 import numpy as np
 
 
-def chunk_logits(cact_run, model, fed, window, sink, tmp, name):
+def chunk_logits(cact_run, model, fed, window, sink, tmp, name, path="ref"):
     out = os.path.join(tmp, name + ".npy")
     cmd = [cact_run, model, "--tokens", ",".join(map(str, fed)), "--logits", out,
-           "--path", "ref"]
+           "--path", path]
     if window is not None:
         cmd += ["--window", str(window), "--sink", str(sink)]
     subprocess.run(cmd, check=True, capture_output=True)
@@ -41,6 +41,7 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--base-official", help="official logits of the whole fixture sequence")
     ap.add_argument("--other")
+    ap.add_argument("--other-path", default="ref", help="forward path of --other's logits")
     a = ap.parse_args()
 
     seq = json.load(open(a.tokens_json))["tokens"]
@@ -61,7 +62,8 @@ def main():
             nll_b.extend(nb)
             chunks.append({"begin": start, "tokens": len(chunk), "nll_sum": float(nb.sum())})
             if a.other:
-                other = chunk_logits(a.cact_run, a.other, fed, a.window, a.sink, tmp, "o%d" % k)
+                other = chunk_logits(a.cact_run, a.other, fed, a.window, a.sink, tmp, "o%d" % k,
+                                     a.other_path)
                 lo = log_softmax(other)
                 nll_o.extend(-lo[rows, chunk])
                 p = np.exp(lb)

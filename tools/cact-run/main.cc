@@ -59,8 +59,9 @@ int main(int argc, char** argv) {
 
   app.add_option("model", req.model_path, ".cact or .cact.zst model")->required();
   app.add_flag("--ref", ref, "use the FP32 reference path (same as --path ref)");
-  app.add_option("--path", path, "forward path: fast, ref or auto (fast when built)")
-      ->check(CLI::IsMember({"fast", "ref", "reference", "auto"}));
+  app.add_option("--path", path,
+                 "forward path: fast, fast-int8 (plain int8 numerics), ref or auto (fast)")
+      ->check(CLI::IsMember({"fast", "fast-int8", "ref", "reference", "auto"}));
   app.add_option("--tokens", tokens, "comma-separated token ids to feed, e.g. 2,17,40");
   app.add_option("-p,--prompt", prompt, "text prompt (BOS + SentencePiece encoding)");
   app.add_option("--tools", tools_file, "JSON file with the tool declarations (chat template)");

@@ -43,8 +43,10 @@ struct ScoringFlags {
     app.add_option("-f,--file", file, "text file to score (UTF-8)")->required();
     app.add_option("-c,--ctx", options.ctx,
                    "positions per chunk, BOS included (default: min(max_seq_len, 512))");
-    app.add_option("--path", path, "forward path: fast, ref or auto (fast when built)")
-        ->check(CLI::IsMember({"fast", "ref", "reference", "auto"}));
+    app.add_option("--path", path,
+                   "forward path: fast, fast-int8 (plain int8 numerics), ref (FP32 reference) "
+                   "or auto (fast)")
+        ->check(CLI::IsMember({"fast", "fast-int8", "ref", "reference", "auto"}));
     app.add_option("-t,--threads", options.threads,
                    "threads (default: the CPUs this process may use, at most 8); chunks run "
                    "in parallel, one per thread")
@@ -123,6 +125,10 @@ int CompareMain(int argc, char** argv) {
   app.add_option("other", other, "the model to compare with it (same tokenizer)")->required();
   flags.Add(app);
   app.add_option("--svg", svg, "also write an SVG histogram of the per-token KL divergence");
+  app.add_option("--other-path", flags.options.other_path,
+                 "OTHER's forward path (default: --path's), e.g. --path ref --other-path fast "
+                 "with BASE = OTHER measures the fast path against the reference")
+      ->check(CLI::IsMember({"fast", "fast-int8", "ref", "reference", "auto"}));
   return ScoreAndPrint(
       app, argc, argv, flags, "PPL(base)",
       [&](std::string_view text, const ProgressFn& p) {
