@@ -35,27 +35,19 @@ LogitRow SummarizeLogits(std::span<const float> logits, std::vector<float>& exp_
 double KlDivergenceFromRows(std::span<const float> p, const LogitRow& p_row,
                             std::span<const float> p_exp, std::span<const float> q,
                             const LogitRow& q_row) {
-  double weighted[8] = {}, mass[8] = {};
+  double weighted[8] = {};
   const size_t n = std::min({p.size(), q.size(), p_exp.size()});
   const double pm = p_row.max, qm = q_row.max;
   auto d = [&](size_t i) { return (double(p[i]) - pm) - (double(q[i]) - qm); };
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) {
-      weighted[j] += double(p_exp[i + j]) * d(i + j);
-      mass[j] += p_exp[i + j];
-    }
-  for (; i < n; ++i) {
-    weighted[0] += double(p_exp[i]) * d(i);
-    mass[0] += p_exp[i];
-  }
-  double w = 0, s = 0;
-  for (int j = 0; j < 8; ++j) {
-    w += weighted[j];
-    s += mass[j];
-  }
-  // sum_i P_i d_i with P_i = exp_i / s; then the two normalisers.
-  const double kl = w / s - p_row.log_sum_shift + q_row.log_sum_shift;
+    for (int j = 0; j < 8; ++j) weighted[j] += double(p_exp[i + j]) * d(i + j);
+  for (; i < n; ++i) weighted[0] += double(p_exp[i]) * d(i);
+  double w = 0;
+  for (int j = 0; j < 8; ++j) w += weighted[j];
+  // sum_i P_i d_i with P_i = exp_i / sum_j exp_j; then the two normalisers.
+  const double kl =
+      w / std::exp(p_row.log_sum_shift) - p_row.log_sum_shift + q_row.log_sum_shift;
   return std::max(kl, 0.0);
 }
 

@@ -52,8 +52,6 @@ void AddQuantiles(nlohmann::ordered_json& j, const std::string& prefix, const Qu
   j[prefix + "_max"] = q.max;
 }
 
-std::string Ppl(double v) { return FormatPerplexity(v); }
-
 // Six decimals, or three significant digits in scientific notation below 1e-3 (a KLD of
 // 3e-7 must not print as 0).
 std::string Small(double v) {
@@ -80,7 +78,8 @@ std::string PerplexityReport::ToText() const {
   s += absl::StrFormat("  text: %d bytes, %d tokens, %d chunks of at most %d tokens\n",
                        run.text_bytes, run.text_tokens, run.chunks, run.ctx - 1);
   s += absl::StrFormat("  mean NLL %.6f ± %.6f nats/token\n", nll.mean, nll.error);
-  s += absl::StrFormat("Final estimate: PPL = %s +/- %s\n", Ppl(ppl), Ppl(ppl_stderr));
+  s += absl::StrFormat("Final estimate: PPL = %s +/- %s\n", FormatPerplexity(ppl),
+                       FormatPerplexity(ppl_stderr));
   return s;
 }
 
@@ -104,16 +103,17 @@ std::string CompareReport::ToText() const {
                                   other_path, RunLine(run));
   const double ratio = std::exp(ln_ppl_ratio.mean);
   s += "\n====== Perplexity statistics ======\n";
-  s += absl::StrFormat("Mean PPL(other)                     : %s ± %s\n", Ppl(ppl_other),
-                       Ppl(ppl_other * nll_other.error));
-  s += absl::StrFormat("Mean PPL(base)                      : %s ± %s\n", Ppl(ppl_base),
-                       Ppl(ppl_base * nll_base.error));
+  s += absl::StrFormat("Mean PPL(other)                     : %s ± %s\n",
+                       FormatPerplexity(ppl_other), FormatPerplexity(ppl_other * nll_other.error));
+  s += absl::StrFormat("Mean PPL(base)                      : %s ± %s\n",
+                       FormatPerplexity(ppl_base), FormatPerplexity(ppl_base * nll_base.error));
   s += absl::StrFormat("Cor(ln(PPL(other)), ln(PPL(base))) : %6.2f%%\n", 100 * nll_correlation);
   s += absl::StrFormat("Mean ln(PPL(other)/PPL(base))       : %10.6f ± %10.6f\n",
                        ln_ppl_ratio.mean, ln_ppl_ratio.error);
   s += absl::StrFormat("Mean PPL(other)/PPL(base)           : %10.6f ± %10.6f\n", ratio,
                        ratio * ln_ppl_ratio.error);
-  s += absl::StrFormat("Mean PPL(other)-PPL(base)           : %s\n", Ppl(ppl_other - ppl_base));
+  s += absl::StrFormat("Mean PPL(other)-PPL(base)           : %s\n",
+                       FormatPerplexity(ppl_other - ppl_base));
   s += "\n====== KL divergence statistics ======\n";
   s += absl::StrFormat("Mean    KLD: %s ± %s\n", Small(kld.mean), Small(kld.error));
   s += QuantileRows("KLD", kld_q, 1, "");

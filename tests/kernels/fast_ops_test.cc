@@ -109,17 +109,27 @@ TEST(FastOps, FwhtMatchesDenseHadamard) {
   }
 }
 
+// Random int8 keys (transposed, `stride` rows) and values with their per-row scales.
+struct KvRows {
+  std::vector<int8_t> kt, v;
+  std::vector<float> ks, vs;
+};
+KvRows RandomKv(uint32_t hd, uint32_t stride, std::mt19937& rng) {
+  KvRows r{std::vector<int8_t>(size_t(hd) * stride), std::vector<int8_t>(size_t(stride) * hd),
+           std::vector<float>(stride), std::vector<float>(stride)};
+  for (auto& e : r.kt) e = int8_t(int(rng() % 255) - 127);
+  for (auto& e : r.v) e = int8_t(int(rng() % 255) - 127);
+  for (auto& e : r.ks) e = 0.002f + (rng() % 1000) * 1e-5f;
+  for (auto& e : r.vs) e = 0.01f + (rng() % 1000) * 1e-5f;
+  return r;
+}
+
 TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
   std::mt19937 rng(3);
   for (uint32_t hd : {24u, 64u, 128u})
     for (uint32_t rows : {1u, 17u, 300u}) {
       const uint32_t n_q = 3, stride = rows + 5;
-      std::vector<int8_t> kt(size_t(hd) * stride), v(size_t(stride) * hd);
-      for (auto& e : kt) e = int8_t(int(rng() % 255) - 127);
-      for (auto& e : v) e = int8_t(int(rng() % 255) - 127);
-      std::vector<float> ks(stride), vs(stride);
-      for (auto& e : ks) e = 0.002f + (rng() % 1000) * 1e-5f;
-      for (auto& e : vs) e = 0.01f + (rng() % 1000) * 1e-5f;
+      auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
       std::vector<float> q = RandomVector(size_t(n_q) * hd, rng);
       // Runs: rows [3, 3 + a) then [0, 3) (a wrapped ring plus a pinned row).
       AttentionRuns runs;
@@ -167,12 +177,7 @@ TEST(FastOps, AttentionBlockIsPerTokenAttentionOnEveryIsa) {
     for (uint32_t n_q : {1u, 2u, 3u})
       for (uint32_t tokens = 1; tokens <= AttentionBlock::kMaxTokens; ++tokens) {
         const uint32_t stride = 300;
-        std::vector<int8_t> kt(size_t(hd) * stride), v(size_t(stride) * hd);
-        for (auto& e : kt) e = int8_t(int(rng() % 255) - 127);
-        for (auto& e : v) e = int8_t(int(rng() % 255) - 127);
-        std::vector<float> ks(stride), vs(stride);
-        for (auto& e : ks) e = 0.002f + (rng() % 1000) * 1e-5f;
-        for (auto& e : vs) e = 0.01f + (rng() % 1000) * 1e-5f;
+        auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
         // Union: pinned rows [0, 3), then the ring from row 50 to 299 and on from row 3.
         AttentionBlock b;
         b.runs.Add(0, 3);
