@@ -19,13 +19,16 @@ RULES = {
     "engine/kernels": ["engine/kernels", "lib"],
     "engine": ["engine", "engine/kernels", "quant", "formats", "lib"],
     "engine/torchscript": ["engine/torchscript", "quant", "formats", "lib"],
+    "train": ["train", "engine", "quant", "formats", "lib"],
+    "train/torch": ["train/torch", "train", "engine/torchscript", "engine", "quant", "formats",
+                    "lib"],
     "tools/common": ["tools/common", "engine", "engine/kernels", "quant", "formats", "lib"],
     "tools/cact-inspect": ["tools/cact-inspect", "tools/common", "quant", "formats", "lib"],
     "tools/cact-quant": ["tools/cact-quant", "tools/common", "quant", "formats", "lib"],
     "tools/cact-run": ["tools/cact-run", "tools/common", "engine", "engine/kernels", "quant",
                        "formats", "lib"],
-    "tools/cact-torch": ["tools/cact-torch", "tools/common", "engine/torchscript", "quant",
-                         "formats", "lib"],
+    "tools/cact-torch": ["tools/cact-torch", "tools/common", "train/torch", "train",
+                         "engine/torchscript", "engine", "quant", "formats", "lib"],
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 
@@ -41,7 +44,7 @@ def room_of(path):
 
 def main():
     root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parents[2])
-    files = subprocess.run(["git", "ls-files", "lib", "formats", "quant", "engine", "tools"],
+    files = subprocess.run(["git", "ls-files", "lib", "formats", "quant", "engine", "train", "tools"],
                            cwd=root, capture_output=True, text=True, check=True).stdout.split()
     files = [f for f in files if f.endswith((".cc", ".h"))]
     errors = []

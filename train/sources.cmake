@@ -1,0 +1,8 @@
+# The sources of the training libraries, listed once: train/CMakeLists.txt and the libFuzzer
+# project tests/fuzz include this file. A file not listed is not built.
+# cact_train_data: no libtorch (corpus, fine-tuning examples, PEFT adapters, loss curves).
+set(CACT_TRAIN_DATA_SOURCES
+)
+# cact_train: the libtorch side (the Needle module in eager libtorch, trainer, LoRA).
+set(CACT_TRAIN_TORCH_SOURCES
+)
