@@ -2,7 +2,14 @@
 # project tests/fuzz include this file. A file not listed is not built.
 # cact_train_data: no libtorch (corpus, fine-tuning examples, PEFT adapters, loss curves).
 set(CACT_TRAIN_DATA_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/geometry_spec.cc
+  ${CMAKE_CURRENT_LIST_DIR}/loss_curve.cc
+  ${CMAKE_CURRENT_LIST_DIR}/trained_model.cc
+  ${CMAKE_CURRENT_LIST_DIR}/training_data.cc
 )
 # cact_train: the libtorch side (the Needle module in eager libtorch, trainer, LoRA).
 set(CACT_TRAIN_TORCH_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/torch/fake_quant.cc
+  ${CMAKE_CURRENT_LIST_DIR}/torch/needle_net.cc
+  ${CMAKE_CURRENT_LIST_DIR}/torch/trainer.cc
 )

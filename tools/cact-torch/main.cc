@@ -5,6 +5,7 @@
 //   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N]
 //   [-t N] [--json]
 //   cact-torch info [-t N] [--json]      the BLAS behind libtorch and the threads of both pools
+//   cact-torch train --text FILES --heldout FILES -o OUT.cact [...]   (commands.h)
 //   cact-torch --version
 // Token lists: tools/common/token_list.h. Every error prints one line on stderr and exits 2.
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include "lib/resources.h"
 #include "nlohmann/json.hpp"
 #include "quant/scheme.h"
+#include "tools/cact-torch/commands.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
@@ -32,12 +34,7 @@ using namespace cact::torchscript;
 
 constexpr const char* kTool = "cact-torch";
 
-// cact-torch exits 2 on every error: a TorchScript call that fails on a loaded module is the
-// module's fault, never a check the user asked for.
-int Fail(const absl::Status& s) {
-  tools::PrintFailure(kTool, s);
-  return tools::kExitBadInput;
-}
+using torch_tool::Fail;
 
 int Export(const std::string& in, const std::string& out, const std::string& format) {
   const Stopwatch clock;
@@ -180,6 +177,15 @@ int Run(const std::string& model_path, const std::string& tokens_text,
 
 }  // namespace
 
+namespace cact::torch_tool {
+// cact-torch exits 2 on every error: a TorchScript call that fails on a loaded module is the
+// module's fault, never a check the user asked for.
+int Fail(const absl::Status& s) {
+  tools::PrintFailure(kTool, s);
+  return tools::kExitBadInput;
+}
+}  // namespace cact::torch_tool
+
 int main(int argc, char** argv) {
   CLI::App app{"cact-torch: .cact <-> TorchScript / safetensors"};
   tools::AddVersionFlag(app, kTool);
@@ -233,7 +239,11 @@ int main(int argc, char** argv) {
   info->add_option("-t,--threads", info_threads, "as for run");
   info->add_flag("--json", info_json, "print one JSON line");
 
+  cact::torch_tool::TrainCommand train;
+  train.Add(app);
+
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
+  if (train.chosen()) return train.Run();
   if (*info) return Info(info_threads, info_json);
   if (*ex) return Export(ex_in, ex_out, ex_format);
   if (*im) {

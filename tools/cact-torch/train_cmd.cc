@@ -1,0 +1,176 @@
+// cact-torch train: a Needle-architecture model from scratch (train/torch/trainer.h), then its
+// files: OUT.cact, OUT.safetensors (FP32), OUT.pre-qat.safetensors (before the
+// quantization-aware phase), OUT.curve.tsv and OUT.curve.svg (the loss curve).
+#include <filesystem>
+
+#include "tools/cact-torch/commands.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "engine/torchscript/blas_threads.h"
+#include "engine/tokenizer.h"
+#include "formats/sentencepiece_model.h"
+#include "lib/file_bytes.h"
+#include "lib/resources.h"
+#include "quant/synthetic.h"
+#include "train/geometry_spec.h"
+#include "train/loss_curve.h"
+#include "train/trained_model.h"
+#include "train/torch/trainer.h"
+
+namespace cact::torch_tool {
+namespace {
+
+using namespace cact::train;
+
+std::string StemOf(const std::string& cact_path) {
+  for (const char* ext : {".cact.zst", ".cact"}) {
+    const std::string e = ext;
+    if (cact_path.size() > e.size() && cact_path.compare(cact_path.size() - e.size(), e.size(), e) == 0)
+      return cact_path.substr(0, cact_path.size() - e.size());
+  }
+  return cact_path;
+}
+
+std::string Duration(double s) {
+  const int m = int(s) / 60;
+  return absl::StrFormat("%d:%02d", m, int(s) - 60 * m);
+}
+
+}  // namespace
+
+void TrainCommand::Add(CLI::App& app) {
+  sub_ = app.add_subcommand("train", "train a Needle-architecture model from scratch (libtorch)");
+  sub_->footer("Geometries (--geometry NAME[,key=value...]):\n" + DescribeGeometries() +
+               "The corpus: --manifest (a committed list with sizes and SHA-256, checked), or "
+               "--corpus paths (files and directories, split by content hash), or --text/--heldout "
+               "files. docs/training.md has the reference model's command.");
+  sub_->add_option("--text", data_.text, "training text files")->required();
+  sub_->add_option("--heldout", data_.heldout, "held-out text files (scored as one text)");
+  sub_->add_option("--tokenizer", data_.tokenizer_path,
+                   "SentencePiece .model (default: the built-in 512-piece Debian tokenizer)");
+  sub_->add_option("--geometry", geometry_, "NAME[,key=value...] (default reference)");
+  sub_->add_option("-o,--output", output_, "OUT.cact; also OUT.safetensors, OUT.curve.{tsv,svg}")
+      ->required();
+  sub_->add_option("--steps", opt_.steps, "optimizer steps in all (default 1000)");
+  sub_->add_option("--qat-steps", opt_.qat_steps,
+                   "the last N steps on CQ fake-quantized weights (default 0)");
+  sub_->add_option("--warmup", opt_.warmup, "linear warmup steps (default 100)");
+  sub_->add_option("--lr", opt_.lr, "peak learning rate (default 3e-3)");
+  sub_->add_option("--final-lr", opt_.final_lr, "learning rate at the last step (default 3e-4)");
+  sub_->add_option("--weight-decay", opt_.weight_decay, "AdamW decay of matrices (default 0.1)");
+  sub_->add_option("--clip", opt_.clip, "max global gradient norm (default 1)");
+  sub_->add_option("--batch", opt_.batch, "sequences per step (default 16)");
+  sub_->add_option("--seq", opt_.seq, "tokens per sequence, BOS included (default 256)");
+  sub_->add_option("--seed", opt_.seed, "initial weights and sampling (default 0)");
+  sub_->add_option("--eval-every", opt_.eval_every, "held-out loss every N steps (default 100)");
+  sub_->add_option("--scheme", scheme_,
+                   "widths of the .cact and of the quantization-aware phase (default " +
+                       std::string(kDefaultScheme) + ")");
+  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
+  sub_->add_flag("-q,--quiet", quiet_, "no progress lines");
+}
+
+int TrainCommand::Run() {
+  const Stopwatch clock;
+  auto geometry = ParseGeometrySpec(geometry_);
+  if (!geometry.ok()) return Fail(geometry.status());
+  auto scheme = ParseScheme(scheme_);
+  if (!scheme.ok()) return Fail(scheme.status());
+  auto data = train::LoadTrainingData(data_, *geometry);
+  if (!data.ok()) return Fail(data.status());
+  if (opt_.seq > int64_t(geometry->max_seq_len)) {
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--seq %d is longer than the geometry's max_seq_len %d", opt_.seq, geometry->max_seq_len)));
+  }
+  const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
+  // Training runs elementwise work as large as its matrix products: both pools get T.
+  torch::set_num_threads(pools.total);
+  torch::manual_seed(opt_.seed);
+  at::globalContext().setFlushDenormal(true);
+  opt_.bos_id = data->bos_id;
+  opt_.qat.scheme = *scheme;
+
+  const std::string stem = StemOf(output_);
+  NeedleNet net(*geometry);
+  WeightMap weights = InitialWeights(*geometry, opt_.seed);
+  WeightMap pre_qat;
+  std::fprintf(stderr,
+               "model: %s (%.2f M parameters); %zu training tokens, %zu held-out tokens; "
+               "%lld steps x %lld x %lld tokens, %lld quantization-aware\n",
+               geometry_.c_str(), double(ParameterCount(weights)) / 1e6, data->train.size(),
+               data->heldout.size(), (long long)opt_.steps, (long long)opt_.batch,
+               (long long)opt_.seq, (long long)opt_.qat_steps);
+  std::fprintf(stderr, "%s\n",
+               torchscript::DescribeThreads(torchscript::DescribeBlas(), pools).c_str());
+
+  // The pre-QAT weights are kept: quality docs compare the float model with its quantized
+  // forms with and without the quantization-aware phase.
+  auto on_point = [&](const CurvePoint& p, int64_t total) {
+    if (quiet_) return;
+    const double eta = p.seconds / double(p.step) * double(total - p.step);
+    std::string line = absl::StrFormat("step %5d/%d  loss %.4f  lr %.2e  %s%6.0f tok/s  %s elapsed, eta %s",
+                                       p.step, total, p.train_loss, p.lr, p.qat ? "QAT  " : "",
+                                       double(p.tokens) / std::max(p.seconds, 1e-9),
+                                       Duration(p.seconds), Duration(eta));
+    if (!std::isnan(p.heldout_loss))
+      line += absl::StrFormat("  held-out %.4f (ppl %.2f)", p.heldout_loss, std::exp(p.heldout_loss));
+    std::fprintf(stderr, "%s\n", line.c_str());
+  };
+  auto summary = Train(net, opt_, data->train, data->heldout, &weights, on_point,
+                       opt_.qat_steps > 0 ? &pre_qat : nullptr);
+  if (!summary.ok()) return Fail(summary.status());
+
+  std::map<std::string, std::string> meta = {
+      {"trained_by", "cact-torch train"},
+      {"geometry", geometry_},
+      {"seed", std::to_string(opt_.seed)},
+      {"steps", std::to_string(opt_.steps)},
+      {"qat_steps", std::to_string(opt_.qat_steps)},
+      {"corpus", data->description},
+      {"heldout_loss", absl::StrFormat("%.6f", summary->final_heldout_loss)}};
+  std::vector<std::string> written;
+  if (opt_.qat_steps > 0) {
+    Safetensors pre = ToSafetensors(pre_qat, *geometry);
+    SetModelMetadata(*geometry, *scheme, meta, &pre);
+    if (auto s = WriteSafetensors(stem + ".pre-qat.safetensors", pre); !s.ok()) return Fail(s);
+    written.push_back(stem + ".pre-qat.safetensors");
+  }
+  Safetensors st = ToSafetensors(weights, *geometry);
+  SetModelMetadata(*geometry, *scheme, meta, &st);
+  if (auto s = WriteSafetensors(stem + ".safetensors", st); !s.ok()) return Fail(s);
+  written.push_back(stem + ".safetensors");
+  auto report = BuildTrainedCact(st, data->tokenizer_blob, data->tokenizer_source, *scheme, output_);
+  if (!report.ok()) return Fail(report.status());
+  written.push_back(output_);
+  std::vector<LossPoint> points;
+  for (const CurvePoint& p : summary->curve)
+    points.push_back({p.step, p.tokens, p.lr, p.train_loss, p.heldout_loss, p.seconds, p.qat});
+  if (auto s = WriteLossCurveTsv(stem + ".curve.tsv", points); !s.ok()) return Fail(s);
+  LossCurvePlot plot;
+  plot.title = "cact-torch train " + geometry_ + ": " + std::filesystem::path(output_).filename().string();
+  plot.unigram_loss = data->unigram_loss;
+  if (auto s = WriteLossCurveSvg(stem + ".curve.svg", points, plot); !s.ok()) return Fail(s);
+  written.push_back(stem + ".curve.tsv");
+  written.push_back(stem + ".curve.svg");
+
+  std::printf("trained %lld steps (%lld quantization-aware) in %s: %.0f tokens/s\n",
+              (long long)opt_.steps, (long long)opt_.qat_steps, Duration(summary->seconds).c_str(),
+              summary->tokens_per_second);
+  if (!std::isnan(summary->final_heldout_loss)) {
+    std::printf("held-out: loss %.4f nats, PPL %.3f (unigram baseline PPL %.3f)\n",
+                summary->final_heldout_loss, std::exp(summary->final_heldout_loss),
+                std::exp(data->unigram_loss));
+  }
+  std::printf("%s: %llu bytes, scheme %s\n", output_.c_str(),
+              (unsigned long long)report->file_bytes, scheme->ToString().c_str());
+  for (const std::string& p : written) std::printf("wrote %s\n", p.c_str());
+  std::printf("total %s\n", Duration(clock.Seconds()).c_str());
+  return 0;
+}
+
+}  // namespace cact::torch_tool

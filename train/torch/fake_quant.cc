@@ -1,0 +1,35 @@
+#include "train/torch/fake_quant.h"
+
+#include "formats/cact/layout.h"
+#include "quant/codebook.h"
+#include "quant/cq.h"
+
+namespace cact::train {
+
+torch::Tensor CqRoundTrip(const torch::Tensor& w, uint32_t bits, uint32_t group) {
+  torch::Tensor src = w.detach().to(torch::kFloat32).contiguous();
+  CqShape shape;
+  shape.out = uint32_t(src.size(0));
+  shape.in = uint32_t(src.size(1));
+  shape.group = group;
+  shape.bits = bits;
+  const std::vector<float> codebook = CqCodebook(bits, group);
+  CqMatrix m = QuantizeMatrix(src.data_ptr<float>(), shape, codebook);
+  std::vector<uint8_t> blob = PackBlob(m);
+  torch::Tensor out = torch::empty_like(src);
+  DequantizeBlobFwht(blob, shape, codebook, out.data_ptr<float>());
+  return out.to(w.scalar_type());
+}
+
+WeightMap FakeQuantized(const WeightMap& w, const Geometry& g, const FakeQuantOptions& opt) {
+  WeightMap out = w;
+  for (const TensorSpec& s : CanonicalLayout(g, {})) {
+    if (s.kind != TensorKind::kMatrix) continue;
+    const torch::Tensor& t = w.at(s.name);
+    const torch::Tensor q = CqRoundTrip(t, opt.scheme.BitsFor(s.name), opt.group);
+    out[s.name] = t + (q - t.detach());
+  }
+  return out;
+}
+
+}  // namespace cact::train
