@@ -35,6 +35,12 @@ bool IsCandidateName(const fs::path& path, const CorpusFilter& filter) {
   return false;
 }
 
+bool IsExcluded(const std::string& path, const CorpusFilter& filter) {
+  for (const std::string& pattern : filter.exclude_patterns)
+    if (fnmatch(pattern.c_str(), path.c_str(), 0) == 0) return true;
+  return false;
+}
+
 // Compressed files are skipped by name: zlib and friends are not linked.
 bool IsCompressedName(std::string_view path) {
   for (std::string_view ext : {".gz", ".bz2", ".xz", ".zst", ".lzma", ".Z"})
@@ -61,8 +67,12 @@ absl::Status AddCandidates(const std::string& root, const CorpusFilter& filter,
       ++stats->symlinks;
       continue;
     }
-    if (e.is_regular_file(entry_ec) && IsCandidateName(e.path(), filter))
-      out->push_back(e.path().string());
+    if (!e.is_regular_file(entry_ec) || !IsCandidateName(e.path(), filter)) continue;
+    if (IsExcluded(e.path().string(), filter)) {
+      ++stats->excluded;
+      continue;
+    }
+    out->push_back(e.path().string());
   }
   if (ec) return FileError(root, "walking the corpus root: " + ec.message());
   return absl::OkStatus();

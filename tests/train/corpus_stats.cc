@@ -4,6 +4,7 @@
 // the unigram baseline; with OUT_DIR, writes corpus.tsv and heldout.txt there.
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,11 @@ int main(int argc, char** argv) {
   for (const Document& d : *docs)
     if (d.split == Split::kHeldOut) ++held_docs, held_bytes += d.text.size();
   std::printf(
-      "candidates %zu kept %zu | symlinks %zu unreadable %zu compressed %zu too_large %zu "
+      "candidates %zu kept %zu | excluded %zu symlinks %zu unreadable %zu compressed %zu too_large "
+      "%zu "
       "binary %zu not_utf8 %zu empty %zu duplicates %zu\n",
-      st.candidates, st.kept, st.symlinks, st.unreadable, st.compressed, st.too_large, st.binary,
-      st.not_utf8, st.empty, st.duplicates);
+      st.candidates, st.kept, st.excluded, st.symlinks, st.unreadable, st.compressed, st.too_large,
+      st.binary, st.not_utf8, st.empty, st.duplicates);
   std::printf(
       "file bytes %llu, normalised text bytes %llu; held out %zu docs (%.2f %%), %llu text "
       "bytes (%.2f %%); discovery %.2f s\n",
@@ -52,18 +54,21 @@ int main(int argc, char** argv) {
       100.0 * double(held_bytes) / double(st.kept_text_bytes),
       std::chrono::duration<double>(t1 - t0).count());
 
+  // CPU time beside wall time: on a shared machine the wall time says little.
+  const std::clock_t c2 = std::clock();
   const auto t2 = std::chrono::steady_clock::now();
   const TokenStreams s = TokenizeDocuments(*tok, *docs, threads);
   const auto t3 = std::chrono::steady_clock::now();
+  const double cpu = double(std::clock() - c2) / CLOCKS_PER_SEC;
   const std::string held_text = SplitText(*docs, Split::kHeldOut);
   const std::vector<int32_t> scored = tok->Encode(held_text);
   auto ppl = UnigramPerplexity(s.train, scored, tok->vocab_size());
   std::printf(
       "tokens: train %zu (%zu docs), heldout %zu (%zu docs), heldout text as cact-run "
-      "scores it %zu; tokenizing %.2f s with %d threads (%.2f MB/s)\n",
+      "scores it %zu; tokenizing %.2f s wall with %d threads, %.2f s CPU (%.2f MB/s of CPU)\n",
       s.train.size(), s.train_docs, s.heldout.size(), s.heldout_docs, scored.size(),
-      std::chrono::duration<double>(t3 - t2).count(), threads,
-      double(st.kept_text_bytes) / 1e6 / std::chrono::duration<double>(t3 - t2).count());
+      std::chrono::duration<double>(t3 - t2).count(), threads, cpu,
+      double(st.kept_text_bytes) / 1e6 / cpu);
   std::printf("unigram perplexity (add-one, vocab %d) of the held-out text: %.4f\n",
               tok->vocab_size(), ppl.ok() ? *ppl : -1.0);
   if (sep == 3) {

@@ -71,7 +71,9 @@ struct Tree {
     Put(root + "/pkg-a/README.Debian.gz", "gzip is skipped by name\n");
     Put(root + "/pkg-a/blank.txt", "\n  \n\t\r\n");
     Put(root + "/pkg-a/big.txt", std::string(3000, 'x') + "\n");
-    Put(root + "/pkg-a/main.c", "int main() {}\n");                   // no pattern matches
+    Put(root + "/pkg-a/main.c", "int main() {}\n");                 // no pattern matches
+    Put(root + "/pkg-a/changelogs/CHANGELOG_V1.md", "## 1.0.0\n");  // excluded
+    Put(root + "/pkg-a/NEWS", "Version 1.0: first release.\n");
     Put(root + "/licenses/GPL-x", "GNU GENERAL PUBLIC LICENSE X\n");  // whole directory
     Put(root + "/licenses/sub/GPL-y", "not directly in the whole directory\n");
     Put(dir / "outside/copyright", "Reached only through a symlink.\n");
@@ -88,10 +90,12 @@ TEST(CorpusDiscovery, KeepsSortedTextAndDropsEveryRejectedKind) {
   DiscoveryStats stats;
   auto docs = CollectDocuments({t.root}, t.filter, &stats);
   ASSERT_TRUE(docs.ok()) << docs.status();
-  const std::vector<std::string> want = {t.root + "/licenses/GPL-x", t.root + "/pkg-a/README.md",
-                                         t.root + "/pkg-a/copyright", t.root + "/pkg-b/copyright"};
+  const std::vector<std::string> want = {t.root + "/licenses/GPL-x", t.root + "/pkg-a/NEWS",
+                                         t.root + "/pkg-a/README.md", t.root + "/pkg-a/copyright",
+                                         t.root + "/pkg-b/copyright"};
   EXPECT_EQ(Paths(*docs), want);
-  EXPECT_EQ(stats.kept, 4u);
+  EXPECT_EQ(stats.kept, 5u);
+  EXPECT_EQ(stats.excluded, 1u);
   EXPECT_EQ(stats.duplicates, 1u);
   EXPECT_EQ(stats.binary, 1u);
   EXPECT_EQ(stats.not_utf8, 1u);
@@ -99,9 +103,9 @@ TEST(CorpusDiscovery, KeepsSortedTextAndDropsEveryRejectedKind) {
   EXPECT_EQ(stats.empty, 1u);
   EXPECT_EQ(stats.too_large, 1u);
   EXPECT_EQ(stats.symlinks, 2u);
-  EXPECT_EQ((*docs)[1].text, "# A\nReadme of a.\n");  // blank line dropped
-  EXPECT_EQ((*docs)[2].sha256, Sha("Copyright 2019 A.\n"));
-  EXPECT_EQ((*docs)[2].bytes, 18u);
+  EXPECT_EQ((*docs)[2].text, "# A\nReadme of a.\n");  // blank line dropped
+  EXPECT_EQ((*docs)[3].sha256, Sha("Copyright 2019 A.\n"));
+  EXPECT_EQ((*docs)[3].bytes, 18u);
 }
 
 TEST(CorpusDiscovery, OrderDoesNotDependOnTheRootsOrder) {
@@ -110,7 +114,7 @@ TEST(CorpusDiscovery, OrderDoesNotDependOnTheRootsOrder) {
   auto ba = CollectDocuments({t.root + "/pkg-b", t.root + "/pkg-a", t.root + "/pkg-a"}, t.filter);
   ASSERT_TRUE(ab.ok() && ba.ok());
   EXPECT_EQ(Paths(*ab), Paths(*ba));
-  EXPECT_EQ(ab->size(), 3u);
+  EXPECT_EQ(ab->size(), 4u);
 }
 
 TEST(CorpusDiscovery, AFileGivenExplicitlyIsACandidateWhateverItsName) {
