@@ -134,7 +134,7 @@ std::string NormalizeText(std::string_view raw) {
     const size_t nl = raw.find('\n');
     std::string_view line = raw.substr(0, nl);
     raw.remove_prefix(nl == std::string_view::npos ? raw.size() : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, CR CR LF
     if (IsBlank(line)) continue;
     out.append(line);
     out.push_back('\n');

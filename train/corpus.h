@@ -73,10 +73,11 @@ absl::StatusOr<std::vector<Document>> CollectDocuments(const std::vector<std::st
 uint64_t ContentKey(std::string_view sha256_hex);
 Split SplitOf(std::string_view sha256_hex, uint64_t heldout_modulus);
 
-// Lines split at '\n', a trailing '\r' removed, lines of only spaces, tabs, '\r', '\f' and
-// '\v' dropped, every kept line ending in '\n'. Blank lines go because the tokenizer's corpus
-// had none (quant/data/train_tokenizers.py): '\n' is not one of its pieces, so every blank
-// line would cost byte-fallback tokens that carry no language.
+// Lines split at '\n', trailing '\r's removed, lines of only spaces, tabs, '\r', '\f' and '\v'
+// dropped, every kept line ending in '\n' (so normalising twice changes nothing). Blank lines
+// go because the tokenizer's corpus had none (quant/data/train_tokenizers.py): '\n' is not
+// one of its pieces, so every blank line would cost byte-fallback tokens that carry no
+// language.
 std::string NormalizeText(std::string_view raw);
 // Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
 bool IsValidUtf8(std::string_view s);
