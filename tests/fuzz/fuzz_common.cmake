@@ -27,6 +27,7 @@ include(${CACT_ROOT}/lib/sources.cmake)
 include(${CACT_ROOT}/formats/sources.cmake)
 include(${CACT_ROOT}/quant/sources.cmake)
 include(${CACT_ROOT}/engine/sources.cmake)
+include(${CACT_ROOT}/train/sources.cmake)
 
 # quant/cq_batch.cc returns 64-byte GCC vectors from always-inline helpers called by its
 # target_clones; clang 14 rejects that unless AVX-512 is on for the whole file (GCC accepts

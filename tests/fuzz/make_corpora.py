@@ -187,5 +187,15 @@ for proto in (2, 4, 5):
     put("fuzz_training_pickle", "checkpoint_p%d.pkl" % proto, pickle.dumps(ckpt, protocol=proto))
     put("fuzz_training_pickle", "adapter_p%d.pkl" % proto, pickle.dumps(adapter, protocol=proto))
 
+# Corpus manifests (train/corpus_manifest.h): valid ones and near misses.
+header = "# cact corpus manifest v1\n"
+rows = ["train\t1048\t%s\t/usr/share/common-licenses/Apache-2.0\n" % ("0123456789abcdef" * 4),
+        "heldout\t18\t%s\t/usr/share/doc/pkg/copyright\n" % ("fedcba9876543210" * 4),
+        "train\t0\t%s\tdocs/README.md\n" % ("a" * 64)]
+for i, text in enumerate([header, header + rows[0], header + "".join(rows), header + rows[1].rstrip("\n"),
+                          header + rows[0] + rows[0], header + "train\t01\t%s\t/x\n" % ("b" * 64),
+                          "copyright\r\n\n  \tline\n"]):
+    put("fuzz_corpus_manifest", "manifest_%02d" % i, text.encode())
+
 for t in sorted(os.listdir(corpus)):
     print("%-24s %d seeds" % (t, len(os.listdir(os.path.join(corpus, t)))))
