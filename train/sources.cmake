@@ -2,6 +2,9 @@
 # project tests/fuzz include this file. A file not listed is not built.
 # cact_train_data: no libtorch (corpus, fine-tuning examples, PEFT adapters, loss curves).
 set(CACT_TRAIN_DATA_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/finetune_data.cc
+  ${CMAKE_CURRENT_LIST_DIR}/finetune_example.cc
+  ${CMAKE_CURRENT_LIST_DIR}/peft_adapter.cc
 )
 # cact_train: the libtorch side (the Needle module in eager libtorch, trainer, LoRA).
 set(CACT_TRAIN_TORCH_SOURCES
