@@ -63,8 +63,7 @@ absl::StatusOr<FinetuneSet> ParseFinetuneJsonl(std::string_view text, const std:
 absl::StatusOr<FinetuneSet> ReadFinetuneJsonl(const std::string& path) {
   CACT_ASSIGN_OR_RETURN(FileBytes bytes, FileBytes::Open(path, kMaxFinetuneFile));
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  const size_t slash = path.find_last_of('/');
-  return ParseFinetuneJsonl(text, slash == std::string::npos ? path : path.substr(slash + 1));
+  return ParseFinetuneJsonl(text, path);
 }
 
 RenderedExample RenderExample(const FinetuneExample& example) {

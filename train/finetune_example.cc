@@ -148,13 +148,20 @@ bool IsSpace(uint32_t c) {
          c == 0x205F || c == 0x3000;
 }
 
-// The code point of the well-formed UTF-8 sequence s[0, n), or -1.
+// The code point of the well-formed UTF-8 sequence `s` (1 to 3 bytes, shortest form), or -1.
 int64_t CodePoint(std::string_view s) {
   const auto b = [&](size_t i) { return uint32_t(uint8_t(s[i])); };
+  for (size_t i = 1; i < s.size(); ++i)
+    if ((b(i) & 0xC0) != 0x80) return -1;
   if (s.size() == 1 && b(0) < 0x80) return b(0);
-  if (s.size() == 2 && (b(0) & 0xE0) == 0xC0) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-  if (s.size() == 3 && (b(0) & 0xF0) == 0xE0)
-    return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  if (s.size() == 2 && (b(0) & 0xE0) == 0xC0) {
+    const uint32_t c = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+    return c >= 0x80 ? c : -1;
+  }
+  if (s.size() == 3 && (b(0) & 0xF0) == 0xE0) {
+    const uint32_t c = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+    return c >= 0x800 ? c : -1;
+  }
   return -1;  // 4-byte characters are never whitespace
 }
 

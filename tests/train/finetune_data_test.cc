@@ -132,6 +132,10 @@ TEST(FinetuneData, StripIsPythonsStrip) {
     }
   }
   EXPECT_EQ(ours + "\n", r.output);
+  // Malformed or overlong UTF-8 is not whitespace.
+  EXPECT_EQ(PyStrip("\xC2\xA0x\xE3\x80\x80"), "x");
+  EXPECT_EQ(PyStrip("\xC0\xA0x\xC2\x20"), "\xC0\xA0x\xC2");
+  EXPECT_EQ(PyStrip("\xA0x\x80"), "\xA0x\x80");
 }
 
 struct BadLine {
