@@ -1,8 +1,8 @@
 #include "engine/chat_template.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+
+#include "engine/python_json.h"
 
 namespace cact {
 namespace {
@@ -32,16 +32,14 @@ std::string ToolsPrefix(std::string_view tools_json, std::optional<std::string_v
 }  // namespace
 
 absl::StatusOr<std::string> CompactToolsJson(std::string_view json_text) {
-  nlohmann::ordered_json j;
-  try {
-    j = nlohmann::ordered_json::parse(json_text.begin(), json_text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(std::string("tools JSON is malformed: ") + e.what());
-  }
-  if (!j.is_array())
+  absl::StatusOr<nlohmann::ordered_json> j = ParseJsonForPython(json_text);
+  if (!j.ok())
+    return absl::InvalidArgumentError("tools JSON is malformed: " +
+                                      std::string(j.status().message()));
+  if (!j->is_array())
     return absl::InvalidArgumentError(
-        std::string("tools JSON must be an array of tool declarations, found ") + j.type_name());
-  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+        std::string("tools JSON must be an array of tool declarations, found ") + j->type_name());
+  return PythonJsonDumps(*j);
 }
 
 std::string RenderChatText(std::string_view tools_json, std::string_view query,

@@ -17,6 +17,7 @@ set(CACT_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/perplexity.cc
   ${CMAKE_CURRENT_LIST_DIR}/perplexity_report.cc
   ${CMAKE_CURRENT_LIST_DIR}/probe_heads.cc
+  ${CMAKE_CURRENT_LIST_DIR}/python_json.cc
   ${CMAKE_CURRENT_LIST_DIR}/reference_forward.cc
   ${CMAKE_CURRENT_LIST_DIR}/row_decode.cc
   ${CMAKE_CURRENT_LIST_DIR}/runner.cc

@@ -103,6 +103,13 @@ for i, s in enumerate(["embedding=4,mhc=4,default=2", "default=2", "embedding=4,
                        "a=2,,default=4", "layer03.q_proj=4,default=2", "mhc=5,default=2", "default=2,default=3"]):
     put("fuzz_scheme", "scheme_%02d" % i, s.encode())
 
+# Fine-tuning JSONL: the unit test's examples (every rendering case) split into small files.
+with open(os.path.join(root, "tests", "train", "finetune_examples.jsonl"), "rb") as f:
+    examples = [l for l in f.read().splitlines(keepends=True) if len(l) < 2000]
+for i in range(0, len(examples), 3):
+    put("fuzz_finetune_jsonl", "examples_%02d.jsonl" % i, b"".join(examples[i:i + 3]))
+put("fuzz_finetune_jsonl", "errors.jsonl", b'{"query": 5}\n{"query": "q", "answers": {"a": 1}}\n')
+
 # LoRA adapters for the tiny fixture's geometry (d 128, attention 128, kv 64, 4 layers).
 def lora_input(flags, config, st):
     c = config.encode()
