@@ -139,6 +139,22 @@ absl::StatusOr<std::vector<uint8_t>> TokenizerBytes(const BuildRequest& req, con
 
 }  // namespace
 
+TensorRecord PlannedRecord(const TensorSpec& spec, uint32_t bits, uint32_t group,
+                           uint64_t tokenizer_bytes) {
+  switch (spec.kind) {
+    case TensorKind::kTokenizer:
+      return MakeRecord(DType::kRAW, {}, 0, 0, tokenizer_bytes);
+    case TensorKind::kMatrix:
+      return MakeRecord(DType::kCQ, spec.shape, group, bits,
+                        CqShape{spec.shape[0], spec.shape[1], group, bits}.blob_bytes());
+    case TensorKind::kVector:
+      break;
+  }
+  uint64_t n = 1;
+  for (uint32_t d : spec.shape) n *= d;
+  return MakeRecord(DType::kFP16, spec.shape, 0, 0, n * 2);
+}
+
 CarriedTensor CarryTensor(const TensorEntry& t) {
   CarriedTensor c;
   c.outcome.name = c.blob.name = t.name;
@@ -225,7 +241,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
       o.source = o.target = "RAW";
       o.action = TensorAction::kCopied;
       o.reason = tokenizer_source;
-      blob.record = MakeRecord(DType::kRAW, {}, 0, 0, tokenizer.size());
+      blob.record = PlannedRecord(spec, 0, 0, tokenizer.size());
       blob.bytes = tokenizer;
     } else {
       const FloatTensor& w = *req.weights->Find(spec.name);  // DescribeWeights checked presence
@@ -233,7 +249,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
       if (spec.kind == TensorKind::kMatrix) {
         const uint32_t bits = widths.bits_for(spec.name);
         const CqShape shape{spec.shape[0], spec.shape[1], widths.group, bits};
-        blob.record = MakeRecord(DType::kCQ, spec.shape, widths.group, bits, shape.blob_bytes());
+        blob.record = PlannedRecord(spec, bits, widths.group, 0);
         o.target = TypeLabel(blob.record);
         bool kept = false;
         if (base_entry && req.keep != KeepPolicy::kNever) {
@@ -261,7 +277,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
           }
         }
       } else {
-        blob.record = MakeRecord(DType::kFP16, spec.shape, 0, 0, w.data.size() * 2);
+        blob.record = PlannedRecord(spec, 0, 0, 0);
         o.target = "FP16";
         bool kept = false;
         if (base_entry && req.keep != KeepPolicy::kNever &&

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "formats/cact/cact_file.h"
+#include "formats/cact/layout.h"
 #include "formats/cact/writer.h"
 #include "formats/safetensors.h"
 #include "formats/tokenizer_blob.h"
@@ -46,6 +47,12 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& request, RebuildRepor
 // (validated by re-parsing) and writes `path` atomically (zstd when it ends in ".zst").
 absl::Status FinishRebuild(const CactContents& contents, const std::string& path, int zstd_level,
                            RebuildReport* report);
+
+// The record BuildCact writes at `spec`'s position (offset unset): CQ `bits`/`group` for a
+// matrix, FP16 for a vector, RAW of `tokenizer_bytes` for the tokenizer. Sizes of a plan
+// (scheme_presets.h) come from here, so they are the sizes a build writes.
+TensorRecord PlannedRecord(const TensorSpec& spec, uint32_t bits, uint32_t group,
+                           uint64_t tokenizer_bytes);
 
 // Helpers shared by build / requant / lora.
 // A tensor of an input .cact carried into a rebuild: the outcome has its name, shape and

@@ -16,6 +16,7 @@ set(CACT_QUANT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/requant.cc
   ${CMAKE_CURRENT_LIST_DIR}/scheme.cc
   ${CMAKE_CURRENT_LIST_DIR}/scheme_inference.cc
+  ${CMAKE_CURRENT_LIST_DIR}/scheme_presets.cc
   ${CMAKE_CURRENT_LIST_DIR}/selective.cc
   ${CMAKE_CURRENT_LIST_DIR}/synthetic.cc
   ${CMAKE_CURRENT_LIST_DIR}/tensor_values.cc

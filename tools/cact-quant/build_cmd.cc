@@ -25,11 +25,9 @@ int RunBuild(const Options& o) {
   PhaseTimer timer;
   // Everything the user typed is checked before any work.
   BuildRequest req;
-  if (!o.scheme.empty()) {
-    absl::StatusOr<Scheme> s = ParseScheme(o.scheme);
-    if (!s.ok()) return rep.Fail(s.status());
-    req.scheme = *s;
-  }
+  absl::StatusOr<std::optional<Scheme>> scheme = ChosenScheme(o);
+  if (!scheme.ok()) return rep.Fail(scheme.status());
+  req.scheme = *scheme;
   if (o.group_given) {
     if (!IsValidCqGroup(o.group))
       return rep.Fail(absl::InvalidArgumentError("--group " + std::to_string(o.group) +
@@ -104,6 +102,7 @@ int RunBuild(const Options& o) {
   RebuildReport report = rep.StartRebuild("build", &timer);
   if (ckpt) report.notes.insert(report.notes.begin(), ckpt->notes.begin(), ckpt->notes.end());
   const absl::StatusOr<CactContents> contents = BuildCact(req, &report, rep.Progress());
+  if (req.scheme) report.scheme_source = SchemeSource(o);
   return rep.Complete(contents, &report, &timer);
 }
 

@@ -27,6 +27,7 @@ struct Options {
   bool group_given = false;
   // build
   std::string weights, scheme, tokenizer, base, config;
+  std::string scheme_preset;             // build / requant --preset (quant/scheme_presets.h)
   std::string checkpoint, lora_adapter;  // build --checkpoint CKPT.pkl [--lora ADAPTER.pkl]
   bool exact = false, force_requantize = false;
   double keep_tolerance = -1;
@@ -45,7 +46,15 @@ struct Options {
 // turns it off (to measure it).
 void ReserveForWeightsIn(const std::string& path);
 
+// --scheme or --preset as a Scheme; nullopt when neither was given (CLI11 refuses both).
+absl::StatusOr<std::optional<Scheme>> ChosenScheme(const Options& o);
+// Where the scheme came from, for the report: "--preset NAME" or "--scheme".
+std::string SchemeSource(const Options& o);
+// The --help footer of build and requant: every preset with its size and quality cost.
+std::string PresetHelp();
+
 int RunCodebook(const Options& o);
+int RunPresets(const Options& o);
 int RunBuild(const Options& o);
 int RunRequant(const Options& o);
 int RunLora(const Options& o);

@@ -1,11 +1,12 @@
 // cact-quant: build, requantize and LoRA-rebuild .cact files; print codebooks.
 //
 //   cact-quant codebook --bits {2,3,4,1.58} --group N
-//   cact-quant build --weights W.safetensors -o OUT.cact [--scheme S] [--group N]
+//   cact-quant build --weights W.safetensors -o OUT.cact [--scheme S | --preset NAME] [--group N]
 //                    [--tokenizer F.model | --base BASE.cact] [--kv-window N] [--dry-run]
 //   cact-quant build --checkpoint CKPT.pkl [--lora ADAPTER.pkl] -o OUT.cact
 //                    [--tokenizer F.model | --base BASE.cact] [--scheme S]
-//   cact-quant requant IN.cact --scheme S -o OUT.cact
+//   cact-quant requant IN.cact {--scheme S | --preset NAME} -o OUT.cact
+//   cact-quant presets [--json]   (named schemes, their needle2 size and quality cost)
 //   cact-quant lora BASE.cact --adapter A.{safetensors,pkl} [--adapter-config C.json]
 //                   [--scale X] -o OUT.cact
 //   cact-quant synth --preset needle2 [--seed N] -o OUT.cact
@@ -39,6 +40,14 @@ void CommonOutput(CLI::App* c, Options& o, bool needs_output = true) {
   c->add_option("--kv-window", o.kv_window, "header kv_window (default: keep / from the weights)");
 }
 
+// --preset NAME next to (never with) --scheme; the footer lists the presets for --help.
+void SchemePreset(CLI::App* c, CLI::Option* scheme, Options& o) {
+  c->add_option("--preset", o.scheme_preset,
+                "named scheme (`cact-quant presets`; listed below), instead of --scheme")
+      ->excludes(scheme);
+  c->footer(&cact::quant_tool::PresetHelp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -62,10 +71,12 @@ int main(int argc, char** argv) {
   build->add_option("--lora", o.lora_adapter,
                     "official LoRA adapter (.pkl) merged into --checkpoint as `needle build` does");
   build->add_option("--scale", o.scale, "--lora merge scale (default: the adapter's)");
-  build->add_option("--scheme", o.scheme,
-                    "bits map, e.g. embedding=4,mhc=4,default=2 (default: the base's "
-                    "widths, the weights' bits_map, or that default; for --checkpoint the "
-                    "config's weight_bits, else 4 bits)");
+  auto* build_scheme =
+      build->add_option("--scheme", o.scheme,
+                        "bits map, e.g. embedding=4,mhc=4,default=2 (default: the base's "
+                        "widths, the weights' bits_map, or that default; for --checkpoint the "
+                        "config's weight_bits, else 4 bits)");
+  SchemePreset(build, build_scheme, o);
   build->add_option("--group", o.group, "CQ group (default: base, metadata, 128)")
       ->each([&](const std::string&) { o.group_given = true; });
   build->add_option("--tokenizer", o.tokenizer, "SentencePiece .model for the RAW tokenizer");
@@ -84,8 +95,12 @@ int main(int argc, char** argv) {
   auto* requant =
       app.add_subcommand("requant", "change the widths of a .cact (unchanged widths are copied)");
   requant->add_option("input", o.input, "input .cact / .cact.zst")->required();
-  requant->add_option("--scheme", o.scheme, "new bits map")->required();
+  SchemePreset(requant, requant->add_option("--scheme", o.scheme, "new bits map"), o);
   CommonOutput(requant, o);
+
+  auto* presets = app.add_subcommand(
+      "presets", "list the named schemes with their size on the released geometry");
+  presets->add_flag("--json", o.json, "JSON output");
 
   auto* lora = app.add_subcommand("lora", "merge a LoRA adapter into the attention projections");
   lora->add_option("base", o.input, "base .cact / .cact.zst")->required();
@@ -129,6 +144,7 @@ int main(int argc, char** argv) {
   if (*codebook) return cact::quant_tool::RunCodebook(o);
   if (*build) return cact::quant_tool::RunBuild(o);
   if (*requant) return cact::quant_tool::RunRequant(o);
+  if (*presets) return cact::quant_tool::RunPresets(o);
   if (*lora) return cact::quant_tool::RunLora(o);
   if (*synth) return cact::quant_tool::RunSynth(o);
   if (*dequant) return cact::quant_tool::RunDequant(o);

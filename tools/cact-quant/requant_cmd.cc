@@ -7,17 +7,20 @@ namespace cact::quant_tool {
 int RunRequant(const Options& o) {
   Reporter rep(o);
   PhaseTimer timer;
-  absl::StatusOr<Scheme> scheme = ParseScheme(o.scheme);
+  absl::StatusOr<std::optional<Scheme>> scheme = ChosenScheme(o);
   if (!scheme.ok()) return rep.Fail(scheme.status());
+  if (!*scheme)
+    return rep.Fail(absl::InvalidArgumentError("give the new widths: --scheme S or --preset NAME"));
   absl::StatusOr<CactFile> in = CactFile::Open(o.input);
   if (!in.ok()) return rep.Fail(in.status());
   RequantRequest req;
   req.input = &*in;
-  req.scheme = *scheme;
+  req.scheme = **scheme;
   req.kv_window = o.kv_window;
   rep.Configure(&req);
   RebuildReport report = rep.StartRebuild("requant", &timer);
   const absl::StatusOr<CactContents> contents = RequantCact(req, &report, rep.Progress());
+  report.scheme_source = SchemeSource(o);
   return rep.Complete(contents, &report, &timer);
 }
 
