@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 machine:
 #   bash setup.sh run    install packages, build (Release), make the synthetic needle2
-#                        model, inspect it, verify it, validate and run it
+#                        model, inspect, verify, validate and run the trained reference model
 #   bash setup.sh test   install packages, build everything, run the whole test suite (ctest)
 # Separate, longer commands: tests/sanitize.sh (ASan + UBSan build and subset),
 # tests/fuzz/build_fuzzers.sh + run_fuzzers.sh (libFuzzer), cact-run bench (docs/benchmarks.md).
@@ -72,14 +72,17 @@ case "$MODE" in
     B="$BUILD/tools"
     step "cact-quant synth --preset needle2 (synthetic model, released geometry)" \
       "$B/cact-quant" synth --preset needle2 --seed 1 -o out/needle2.cact
-    echo "== cact-inspect out/needle2.cact"
-    "$B/cact-inspect" out/needle2.cact
-    echo "== cact-inspect verify out/needle2.cact"
-    "$B/cact-inspect" verify out/needle2.cact
+    # The demos run the trained reference model (docs/training.md): random weights would
+    # prove exactness, not quality.
+    REF=docs/reference-model/reference.cact
+    echo "== cact-inspect $REF (trained on Debian text: docs/training.md)"
+    "$B/cact-inspect" "$REF"
+    echo "== cact-inspect verify $REF"
+    "$B/cact-inspect" verify "$REF"
     echo "== cact-run --validate (fast path vs FP32 reference)"
-    "$B/cact-run" out/needle2.cact --validate -p "Permission is hereby granted, free of charge, to any person obtaining a copy"
-    echo "== cact-run generation"
-    "$B/cact-run" out/needle2.cact -p "The license" -n 32
+    "$B/cact-run" "$REF" --validate -p "Permission is hereby granted, free of charge, to any person obtaining a copy"
+    echo "== cact-run generation (greedy)"
+    "$B/cact-run" "$REF" -p "Permission is hereby granted, free of charge, to any person obtaining a copy of this software" -n 48
     ;;
   test)
     install_packages

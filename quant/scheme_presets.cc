@@ -12,19 +12,20 @@
 namespace cact {
 namespace {
 
-constexpr char kNotMeasured[] = "not measured yet";
-
+// PPL against the FP32 model on held-out text, measured on the trained reference model
+// (docs/quality.md); "after QAT": weights trained with a quantization-aware phase at the
+// needle widths.
 // Order: largest to smallest file, like llama-quantize's list.
 constexpr SchemePreset kPresets[] = {
-    {"cq4", "default=4", "every matrix 4-bit: the quality reference", kNotMeasured},
+    {"cq4", "default=4", "every matrix 4-bit: the quality reference", "+0.5% PPL; +0.7% after QAT"},
     {"attn4", "embedding=4,mhc=4,attn=4,default=2",
-     "needle with the attention projections 4-bit (only the engrams 2-bit)", kNotMeasured},
-    {"cq3", "default=3", "every matrix 3-bit", kNotMeasured},
+     "needle with the attention projections 4-bit (only the engrams 2-bit)", "+3.4% PPL; -0.4% after QAT"},
+    {"cq3", "default=3", "every matrix 3-bit", "+3.0% PPL; +2.0% after QAT"},
     {"needle", kDefaultScheme, "the released mix: embedding and mHC 4-bit, the rest 2-bit",
-     kNotMeasured},
-    {"cq2", "default=2", "every matrix 2-bit, the embedding too", kNotMeasured},
+     "+5.4% PPL; -0.3% after QAT"},
+    {"cq2", "default=2", "every matrix 2-bit, the embedding too", "+17.3% PPL; +10.0% after QAT"},
     {"ternary", "default=1.58",
-     "every matrix ternary (codes stored in 2-bit crumbs: the size of cq2)", kNotMeasured},
+     "every matrix ternary (codes stored in 2-bit crumbs: the size of cq2)", "+45.4% PPL; +36.1% after QAT"},
 };
 
 double Megabytes(uint64_t bytes) { return double(bytes) / 1e6; }
@@ -95,10 +96,10 @@ absl::StatusOr<PlannedSize> Needle2Size(const Scheme& scheme) {
 
 absl::StatusOr<std::string> SchemePresetTable() {
   CACT_ASSIGN_OR_RETURN(std::vector<Row> rows, Rows());
-  std::string s = absl::StrFormat("%-8s %-36s %11s %10s  %-18s %s\n", "preset", "scheme",
+  std::string s = absl::StrFormat("%-8s %-36s %11s %10s  %-28s %s\n", "preset", "scheme",
                                   "bits/weight", "needle2 MB", "quality cost", "description");
   for (const Row& r : rows)
-    s += absl::StrFormat("%-8s %-36s %11.4f %10.2f  %-18s %s\n", r.preset->name, r.preset->scheme,
+    s += absl::StrFormat("%-8s %-36s %11.4f %10.2f  %-28s %s\n", r.preset->name, r.preset->scheme,
                          r.size.accounting.payload_bpw, Megabytes(r.size.file_bytes),
                          r.preset->quality, r.preset->description);
   return s;

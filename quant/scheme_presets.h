@@ -20,7 +20,7 @@ struct SchemePreset {
   const char* name;
   const char* scheme;       // ParseScheme text
   const char* description;  // one line
-  const char* quality;      // measured cost from docs/quality.md, or "not measured yet"
+  const char* quality;      // measured cost from docs/quality.md
 };
 
 std::span<const SchemePreset> SchemePresets();

@@ -20,14 +20,14 @@ Geometry Reference() {
   g.num_heads = 4;
   g.num_kv_heads = 2;
   g.head_dim = 64;
-  g.num_layers = 6;
+  g.num_layers = 4;
   g.max_seq_len = 1024;
   g.kv_window = 256;
   g.engram_slots = 4096;
   g.num_engram_tables = 2;  // one table per order (2 and 3)
   g.engram_sub_dim = 128;   // tables x sub = d_model
   g.num_engram_sites = 2;
-  g.engram_sites = {1, 4, 0, 0};
+  g.engram_sites = {1, 3, 0, 0};
   return g;
 }
 

@@ -132,8 +132,8 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points, const LossCurvePl
       "<text x='%g' y='%g'>training</text>\n"
       "<line x1='%g' x2='%g' y1='%g' y2='%g' stroke='#d62728' stroke-width='2'/>"
       "<text x='%g' y='%g'>held-out</text>\n",
-      W - 190, W - 170, top + 14, top + 14, W - 165, top + 18, W - 110, W - 90, top + 14, top + 14,
-      W - 85, top + 18);
+      W - 190, W - 170, top + ph - 30, top + ph - 30, W - 165, top + ph - 26, W - 110, W - 90,
+      top + ph - 30, top + ph - 30, W - 85, top + ph - 26);
   return s + "</svg>\n";
 }
 

@@ -16,6 +16,7 @@ set(CACT_TRAIN_DATA_SOURCES
 # cact_train: the libtorch side (the Needle module in eager libtorch, trainer, LoRA).
 set(CACT_TRAIN_TORCH_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/torch/fake_quant.cc
+  ${CMAKE_CURRENT_LIST_DIR}/torch/finetune.cc
   ${CMAKE_CURRENT_LIST_DIR}/torch/needle_net.cc
   ${CMAKE_CURRENT_LIST_DIR}/torch/trainer.cc
 )

@@ -1,13 +1,15 @@
 #include "train/training_data.h"
 
-#include <cmath>
-
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/perplexity.h"
 #include "engine/tokenizer.h"
 #include "formats/sentencepiece_model.h"
 #include "lib/file_bytes.h"
 #include "quant/synthetic.h"
+#include "train/corpus_manifest.h"
+#include "train/corpus_tokens.h"
 
 namespace cact::train {
 namespace {
@@ -18,76 +20,96 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   return std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
 }
 
-double UnigramLoss(const std::vector<int32_t>& train, const std::vector<int32_t>& heldout,
-                   size_t vocab) {
-  std::vector<double> counts(vocab, 1.0);  // add-one
-  for (int32_t t : train) counts[size_t(t)] += 1;
-  const double total = double(train.size()) + double(vocab);
-  double nll = 0;
-  for (int32_t t : heldout) nll -= std::log(counts[size_t(t)] / total);
-  return heldout.empty() ? NAN : nll / double(heldout.size());
+absl::Status LoadTokenizer(const TrainingDataOptions& o, TrainingData* d) {
+  if (o.tokenizer_path.empty()) {
+    auto blob = SyntheticTokenizer(*FindSyntheticPreset("small"));
+    if (!blob.ok()) return blob.status();
+    d->tokenizer_blob = *blob;
+    d->tokenizer_source = "small_tokenizer.model (built in, 512 pieces)";
+    return absl::OkStatus();
+  }
+  auto bytes = FileBytes::Open(o.tokenizer_path);
+  if (!bytes.ok()) return bytes.status();
+  auto blob = ParseSentencePieceModel(bytes->span(), o.tokenizer_path);
+  if (!blob.ok()) return blob.status();
+  d->tokenizer_blob = *blob;
+  d->tokenizer_source = o.tokenizer_path;
+  return absl::OkStatus();
 }
 
-// Encodes a long text in pieces cut after a newline near every 8 KiB: the BPE works on one
-// piece at a time (its working set stays in cache; one 15 MB string takes minutes), and a
-// cut changes only the first word of a piece (the dummy prefix), once per ~3,000 tokens.
-void AppendEncoded(const Tokenizer& tok, std::string_view text, std::vector<int32_t>* out) {
-  constexpr size_t kPiece = 8192;
-  while (!text.empty()) {
-    size_t cut = text.size();
-    if (cut > kPiece) {
-      const size_t nl = text.find('\n', kPiece);
-      cut = nl == std::string_view::npos ? text.size() : nl + 1;
-    }
-    std::vector<int32_t> ids = tok.Encode(text.substr(0, cut));
-    out->insert(out->end(), ids.begin(), ids.end());
-    text.remove_prefix(cut);
+// Plain files: each training file is a document; the held-out files are one text.
+absl::Status LoadTextFiles(const TrainingDataOptions& o, std::vector<Document>* docs,
+                           std::string* heldout) {
+  for (const std::string& path : o.text) {
+    auto text = ReadText(path);
+    if (!text.ok()) return text.status();
+    Document doc;
+    doc.path = path;
+    doc.split = Split::kTrain;
+    doc.text = std::move(*text);
+    docs->push_back(std::move(doc));
   }
+  for (const std::string& path : o.heldout) {
+    auto text = ReadText(path);
+    if (!text.ok()) return text.status();
+    *heldout += *text;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, const Geometry& g) {
-  TrainingData d;
-  if (o.tokenizer_path.empty()) {
-    auto preset = FindSyntheticPreset("small");
-    auto blob = SyntheticTokenizer(*preset);
-    if (!blob.ok()) return blob.status();
-    d.tokenizer_blob = *blob;
-    d.tokenizer_source = "small_tokenizer.model (built in, 512 pieces)";
-  } else {
-    auto bytes = FileBytes::Open(o.tokenizer_path);
-    if (!bytes.ok()) return bytes.status();
-    auto blob = ParseSentencePieceModel(bytes->span(), o.tokenizer_path);
-    if (!blob.ok()) return blob.status();
-    d.tokenizer_blob = *blob;
-    d.tokenizer_source = o.tokenizer_path;
+  const int sources = int(!o.corpus.empty()) + int(!o.manifest.empty()) + int(!o.text.empty());
+  if (sources != 1) {
+    return absl::InvalidArgumentError(
+        "give exactly one corpus: --corpus PATHS, --manifest FILE or --text FILES");
   }
+  if (!o.heldout.empty() && o.text.empty())
+    return absl::InvalidArgumentError("--heldout goes with --text (a corpus holds out its own)");
+  TrainingData d;
+  if (absl::Status s = LoadTokenizer(o, &d); !s.ok()) return s;
   auto tok = Tokenizer::FromBlob(d.tokenizer_blob);
   if (!tok.ok()) return tok.status();
   if (uint32_t(tok->vocab_size()) != g.vocab) {
     return absl::InvalidArgumentError(absl::StrCat("tokenizer ", d.tokenizer_source, " has ",
-                                                   tok->vocab_size(), " pieces; the geometry's vocab is ",
-                                                   g.vocab));
+                                                   tok->vocab_size(),
+                                                   " pieces; the geometry's vocab is ", g.vocab));
   }
   d.bos_id = tok->bos_id();
-  if (o.text.empty()) return absl::InvalidArgumentError("no training text given");
-  for (const std::string& path : o.text) {
-    auto text = ReadText(path);
-    if (!text.ok()) return text.status();
-    AppendEncoded(*tok, *text, &d.train);
-    d.train.push_back(tok->eos_id());
+
+  std::vector<Document> docs;
+  if (!o.text.empty()) {
+    if (absl::Status s = LoadTextFiles(o, &docs, &d.heldout_text); !s.ok()) return s;
+    d.description = absl::StrCat("text: ", absl::StrJoin(o.text, " "), "; held out: ",
+                                 absl::StrJoin(o.heldout, " "));
+  } else {
+    absl::StatusOr<std::vector<Document>> loaded =
+        o.manifest.empty() ? CollectDocuments(o.corpus, CorpusFilter{})
+                           : LoadCorpusFromManifest(o.manifest);
+    if (!loaded.ok()) return loaded.status();
+    docs = std::move(*loaded);
+    d.heldout_text = SplitText(docs, Split::kHeldOut);
+    d.description = o.manifest.empty() ? absl::StrCat("corpus: ", absl::StrJoin(o.corpus, " "))
+                                       : absl::StrCat("manifest: ", o.manifest);
   }
-  std::string heldout;
-  for (const std::string& path : o.heldout) {
-    auto text = ReadText(path);
-    if (!text.ok()) return text.status();
-    heldout += *text;
+  TokenStreams streams = TokenizeDocuments(*tok, docs);
+  d.train = std::move(streams.train);
+  if (d.train.empty()) return absl::InvalidArgumentError("the corpus has no training text");
+  // The scored tokens, exactly as `cact-run perplexity -f heldout.txt --ctx C --chunks N`.
+  std::vector<int32_t> all = tok->Encode(d.heldout_text);
+  std::vector<TextChunk> chunks = SplitIntoChunks(all.size(), uint32_t(o.ctx));
+  if (o.heldout_chunks > 0 && int64_t(chunks.size()) > o.heldout_chunks)
+    chunks.resize(size_t(o.heldout_chunks));
+  if (!chunks.empty())
+    d.heldout.assign(all.begin(), all.begin() + (chunks.back().begin + chunks.back().size));
+  if (!d.heldout.empty()) {
+    auto ppl = UnigramPerplexity(d.train, d.heldout, int32_t(g.vocab));
+    if (!ppl.ok()) return ppl.status();
+    d.unigram_loss = std::log(*ppl);
   }
-  d.heldout = tok->Encode(heldout);
-  d.unigram_loss = UnigramLoss(d.train, d.heldout, g.vocab);
-  d.description = absl::StrCat("text: ", absl::StrJoin(o.text, " "),
-                               "; held out: ", absl::StrJoin(o.heldout, " "));
+  for (Document& doc : docs) std::string().swap(doc.text);
+  d.documents = std::move(docs);
   return d;
 }
 

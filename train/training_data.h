@@ -1,6 +1,8 @@
 // What `cact-torch train` trains on: the tokenizer, a training token stream and a held-out
-// one, from the user's files or the corpus, plus the unigram baseline of the held-out text.
+// one, from a corpus (directories walked and split by content hash, or a checked manifest)
+// or from the user's own text files, plus the unigram baseline on the scored tokens.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -8,22 +10,29 @@
 #include "absl/status/statusor.h"
 #include "formats/cact/header.h"
 #include "formats/tokenizer_blob.h"
+#include "train/corpus.h"
 
 namespace cact::train {
 
 struct TrainingDataOptions {
-  std::string tokenizer_path;         // a SentencePiece .model; empty = built-in 512-piece one
-  std::vector<std::string> text;      // training text files
-  std::vector<std::string> heldout;   // held-out text files (scored as one concatenated text)
+  std::string tokenizer_path;        // a SentencePiece .model; empty = built-in 512-piece one
+  std::vector<std::string> corpus;   // roots: files and directories (train/corpus.h rules)
+  std::string manifest;              // or a manifest: every file checked by size and SHA-256
+  std::vector<std::string> text;     // or plain training text files...
+  std::vector<std::string> heldout;  // ...and held-out text files (scored as one text)
+  int64_t ctx = 256;                 // scoring chunks: ctx-1 tokens each (cact-run --ctx)
+  int64_t heldout_chunks = 128;      // chunks scored (cact-run --chunks; 0 = all)
 };
 
 struct TrainingData {
   TokenizerBlob tokenizer_blob;
   std::string tokenizer_source;
   int32_t bos_id = 2;
-  std::vector<int32_t> train;    // documents encoded without BOS, EOS between documents
-  std::vector<int32_t> heldout;  // Encode(concatenated held-out text), as cact-run scores it
-  double unigram_loss = NAN;     // held-out NLL of an add-one unigram model of `train`
+  std::vector<int32_t> train;    // documents encoded without BOS, EOS after each
+  std::string heldout_text;      // the held-out documents as one text (what cact-run scores)
+  std::vector<int32_t> heldout;  // the scored tokens: Encode(heldout_text), first chunks only
+  std::vector<Document> documents;  // the corpus (empty for --text); texts released
+  double unigram_loss = NAN;     // add-one unigram of `train`, mean NLL over `heldout`
   std::string description;       // for the weights' metadata
 };
 

@@ -5,6 +5,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "train/torch/finetune.h"
 #include "train/torch/trainer.h"
 #include "train/training_data.h"
 
@@ -26,6 +27,37 @@ class TrainCommand {
   std::string geometry_ = "reference", output_, scheme_ = "embedding=4,mhc=4,default=2";
   int threads_ = 0;
   bool quiet_ = false;
+};
+
+class FinetuneCommand {
+ public:
+  void Add(CLI::App& app);
+  bool chosen() const { return sub_ && sub_->parsed(); }
+  int Run();
+
+ private:
+  CLI::App* sub_ = nullptr;
+  train::FinetuneOptions opt_;
+  std::string base_, data_, output_;
+  size_t max_len_ = 1024;
+  int threads_ = 0;
+  bool no_qat_ = false, quiet_ = false;
+};
+
+// FP32 (or fake-quantized) perplexity of float weights, on the tokens `cact-run perplexity`
+// scores: the reference point of the quality tables.
+class EvalCommand {
+ public:
+  void Add(CLI::App& app);
+  bool chosen() const { return sub_ && sub_->parsed(); }
+  int Run();
+
+ private:
+  CLI::App* sub_ = nullptr;
+  std::string weights_, text_, tokenizer_, fake_quant_;
+  int64_t ctx_ = 256, chunks_ = 0;
+  int threads_ = 0;
+  bool json_ = false;
 };
 
 }  // namespace cact::torch_tool

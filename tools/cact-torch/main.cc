@@ -5,7 +5,9 @@
 //   cact-torch run MODEL.pt --tokens 2,17,40 [--window W --sink P] [--logits OUT.npy] [-w N] [-r N]
 //   [-t N] [--json]
 //   cact-torch info [-t N] [--json]      the BLAS behind libtorch and the threads of both pools
-//   cact-torch train --text FILES --heldout FILES -o OUT.cact [...]   (commands.h)
+//   cact-torch train --corpus PATHS | --manifest M | --text F --heldout F -o OUT.cact [...]
+//   cact-torch eval WEIGHTS.safetensors -f TEXT [--ctx N --chunks N --fake-quant SCHEME]
+//   cact-torch finetune BASE.cact --data data.jsonl -o ADAPTER_DIR [--rank 16 --alpha 32 ...]
 //   cact-torch --version
 // Token lists: tools/common/token_list.h. Every error prints one line on stderr and exits 2.
 #include <algorithm>
@@ -241,9 +243,15 @@ int main(int argc, char** argv) {
 
   cact::torch_tool::TrainCommand train;
   train.Add(app);
+  cact::torch_tool::FinetuneCommand finetune;
+  finetune.Add(app);
+  cact::torch_tool::EvalCommand eval;
+  eval.Add(app);
 
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (train.chosen()) return train.Run();
+  if (finetune.chosen()) return finetune.Run();
+  if (eval.chosen()) return eval.Run();
   if (*info) return Info(info_threads, info_json);
   if (*ex) return Export(ex_in, ex_out, ex_format);
   if (*im) {

@@ -17,6 +17,8 @@
 #include "lib/file_bytes.h"
 #include "lib/resources.h"
 #include "quant/synthetic.h"
+#include "lib/atomic_file.h"
+#include "train/corpus_manifest.h"
 #include "train/geometry_spec.h"
 #include "train/loss_curve.h"
 #include "train/trained_model.h"
@@ -49,8 +51,14 @@ void TrainCommand::Add(CLI::App& app) {
                "The corpus: --manifest (a committed list with sizes and SHA-256, checked), or "
                "--corpus paths (files and directories, split by content hash), or --text/--heldout "
                "files. docs/training.md has the reference model's command.");
-  sub_->add_option("--text", data_.text, "training text files")->required();
-  sub_->add_option("--heldout", data_.heldout, "held-out text files (scored as one text)");
+  sub_->add_option("--corpus", data_.corpus,
+                   "files and directories to train on (docs/training-corpus.md has the rules)");
+  sub_->add_option("--manifest", data_.manifest,
+                   "a corpus manifest (OUT.corpus.tsv of an earlier run): every file checked");
+  sub_->add_option("--text", data_.text, "or plain training text files...");
+  sub_->add_option("--heldout", data_.heldout, "...and held-out text files (scored as one text)");
+  sub_->add_option("--heldout-chunks", data_.heldout_chunks,
+                   "held-out chunks of seq-1 tokens scored at the end (default 128; 0 = all)");
   sub_->add_option("--tokenizer", data_.tokenizer_path,
                    "SentencePiece .model (default: the built-in 512-piece Debian tokenizer)");
   sub_->add_option("--geometry", geometry_, "NAME[,key=value...] (default reference)");
@@ -81,19 +89,21 @@ int TrainCommand::Run() {
   if (!geometry.ok()) return Fail(geometry.status());
   auto scheme = ParseScheme(scheme_);
   if (!scheme.ok()) return Fail(scheme.status());
-  auto data = train::LoadTrainingData(data_, *geometry);
-  if (!data.ok()) return Fail(data.status());
   if (opt_.seq > int64_t(geometry->max_seq_len)) {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "--seq %d is longer than the geometry's max_seq_len %d", opt_.seq, geometry->max_seq_len)));
   }
+  data_.ctx = opt_.seq;  // held-out chunks as long as the training sequences
+  if (!quiet_) std::fprintf(stderr, "reading and tokenizing the corpus...\n");
+  auto data = train::LoadTrainingData(data_, *geometry);
+  if (!data.ok()) return Fail(data.status());
   const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
   // Training runs elementwise work as large as its matrix products: both pools get T.
   torch::set_num_threads(pools.total);
   torch::manual_seed(opt_.seed);
   at::globalContext().setFlushDenormal(true);
   opt_.bos_id = data->bos_id;
-  opt_.qat.scheme = *scheme;
+  opt_.qat.bits = WidthsOfScheme(*geometry, *scheme);
 
   const std::string stem = StemOf(output_);
   NeedleNet net(*geometry);
@@ -134,6 +144,18 @@ int TrainCommand::Run() {
       {"corpus", data->description},
       {"heldout_loss", absl::StrFormat("%.6f", summary->final_heldout_loss)}};
   std::vector<std::string> written;
+  if (!data->documents.empty()) {
+    if (auto s = WriteManifest(stem + ".corpus.tsv", ManifestOf(data->documents)); !s.ok())
+      return Fail(s);
+    written.push_back(stem + ".corpus.tsv");
+  }
+  if (auto s = WriteFileAtomic(stem + ".heldout.txt",
+                               std::span<const uint8_t>(
+                                   reinterpret_cast<const uint8_t*>(data->heldout_text.data()),
+                                   data->heldout_text.size()));
+      !s.ok())
+    return Fail(s);
+  written.push_back(stem + ".heldout.txt");
   if (opt_.qat_steps > 0) {
     Safetensors pre = ToSafetensors(pre_qat, *geometry);
     SetModelMetadata(*geometry, *scheme, meta, &pre);
@@ -162,9 +184,13 @@ int TrainCommand::Run() {
               (long long)opt_.steps, (long long)opt_.qat_steps, Duration(summary->seconds).c_str(),
               summary->tokens_per_second);
   if (!std::isnan(summary->final_heldout_loss)) {
-    std::printf("held-out: loss %.4f nats, PPL %.3f (unigram baseline PPL %.3f)\n",
-                summary->final_heldout_loss, std::exp(summary->final_heldout_loss),
-                std::exp(data->unigram_loss));
+    std::printf(
+        "held-out: %zu tokens, loss %.4f nats, PPL %.3f; unigram baseline PPL %.3f (ratio %.3f)\n",
+        data->heldout.size(), summary->final_heldout_loss, std::exp(summary->final_heldout_loss),
+        std::exp(data->unigram_loss), std::exp(summary->final_heldout_loss - data->unigram_loss));
+    std::printf("score the .cact on the same tokens: cact-run perplexity %s -f %s --ctx %lld --chunks %lld\n",
+                output_.c_str(), (stem + ".heldout.txt").c_str(), (long long)opt_.seq,
+                (long long)data_.heldout_chunks);
   }
   std::printf("%s: %llu bytes, scheme %s\n", output_.c_str(),
               (unsigned long long)report->file_bytes, scheme->ToString().c_str());

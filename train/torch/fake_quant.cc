@@ -21,13 +21,19 @@ torch::Tensor CqRoundTrip(const torch::Tensor& w, uint32_t bits, uint32_t group)
   return out.to(w.scalar_type());
 }
 
-WeightMap FakeQuantized(const WeightMap& w, const Geometry& g, const FakeQuantOptions& opt) {
+std::map<std::string, uint32_t> WidthsOfScheme(const Geometry& g, const Scheme& scheme) {
+  std::map<std::string, uint32_t> bits;
+  for (const TensorSpec& s : CanonicalLayout(g, {}))
+    if (s.kind == TensorKind::kMatrix) bits[s.name] = scheme.BitsFor(s.name);
+  return bits;
+}
+
+WeightMap FakeQuantized(const WeightMap& w, const FakeQuantOptions& opt) {
   WeightMap out = w;
-  for (const TensorSpec& s : CanonicalLayout(g, {})) {
-    if (s.kind != TensorKind::kMatrix) continue;
-    const torch::Tensor& t = w.at(s.name);
-    const torch::Tensor q = CqRoundTrip(t, opt.scheme.BitsFor(s.name), opt.group);
-    out[s.name] = t + (q - t.detach());
+  for (const auto& [name, bits] : opt.bits) {
+    const torch::Tensor& t = w.at(name);
+    const torch::Tensor q = CqRoundTrip(t, bits, opt.group);
+    out[name] = t + (q - t.detach());
   }
   return out;
 }

@@ -1,6 +1,4 @@
 #include "train/torch/trainer.h"
-#include <torch/csrc/autograd/profiler_legacy.h>
-#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -124,15 +122,12 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     const double lr = LearningRate(opt, step);
     for (auto& g : optimizer.param_groups()) g.options().set_lr(lr);
     Tensor batch = SampleBatch(train_tokens, opt, rng);
-    std::unique_ptr<torch::autograd::profiler::RecordProfile> prof;
-    if (std::getenv("CACT_PROFILE") && step == 2) prof = std::make_unique<torch::autograd::profiler::RecordProfile>(std::getenv("CACT_PROFILE"));
     optimizer.zero_grad();
-    WeightMap used = qat ? FakeQuantized(*weights, net.geometry(), opt.qat) : *weights;
+    WeightMap used = qat ? FakeQuantized(*weights, opt.qat) : *weights;
     Tensor loss = NextTokenLoss(net.Logits(batch, used), batch);
     loss.backward();
     torch::nn::utils::clip_grad_norm_(all, opt.clip);
     optimizer.step();
-    prof.reset();
     loss_sum += loss.item<double>();
     ++loss_steps;
 
@@ -146,10 +141,13 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     p.train_loss = loss_sum / double(loss_steps);
     p.qat = qat;
     if (eval && !heldout_tokens.empty()) {
-      WeightMap scored = qat ? FakeQuantized(*weights, net.geometry(), opt.qat) : *weights;
-      p.heldout_loss = HeldoutLoss(net, scored, heldout_tokens, opt.seq, opt.bos_id,
-                                   last ? 0 : opt.eval_chunks);
-      if (last) summary.final_heldout_loss = p.heldout_loss;
+      WeightMap scored = qat ? FakeQuantized(*weights, opt.qat) : *weights;
+      // every curve point on the same chunks, so the curve compares like with like
+      p.heldout_loss = HeldoutLoss(net, scored, heldout_tokens, opt.seq, opt.bos_id, opt.eval_chunks);
+      if (last) {
+        summary.final_heldout_loss =
+            HeldoutLoss(net, scored, heldout_tokens, opt.seq, opt.bos_id, 0);
+      }
     }
     p.seconds = Now() - start;
     loss_sum = 0;

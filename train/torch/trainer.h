@@ -28,7 +28,8 @@ struct TrainOptions {
   int64_t seq = 256;        // tokens per sequence: BOS + seq-1 tokens of the stream
   uint64_t seed = 0;        // initial weights and window sampling
   int64_t eval_every = 100;  // held-out loss every N steps (and at the end)
-  int64_t eval_chunks = 32;  // held-out chunks scored each time (0 = all)
+  int64_t eval_chunks = 32;  // held-out chunks of each curve point (0 = all); the final
+                             // loss is over every held-out token given
   int32_t bos_id = 2;
   FakeQuantOptions qat;     // the scheme the quantization-aware phase fakes
 };

@@ -1,0 +1,136 @@
+// cact-torch train / eval / finetune end to end on the tiny geometry. The oracles: the
+// trainer's final held-out loss is scored through CQ fake quantization, which must equal what
+// `cact-run perplexity` (the engine's reference path, a separate implementation) measures on
+// the written .cact for the same tokens, and what `cact-torch eval --fake-quant` gives;
+// the difference is only the FP16 rounding of norms and gates in the file (tolerance 2e-3
+// relative on the PPL; a wrong chunking or tokenization moves it by far more).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "torch_test_util.h"
+
+namespace cact::testing {
+namespace {
+
+std::string Src(const std::string& rel) { return std::string(CACT_SOURCE_DIR) + "/" + rel; }
+
+// The number after `key` in `text` (e.g. "PPL " -> 9.27), or NaN.
+double NumberAfter(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return NAN;
+  return std::strtod(text.c_str() + at + key.size(), nullptr);
+}
+
+std::string TrainCommand(const TempDir& dir, const std::string& extra) {
+  return Tool("cact-torch") + " train --geometry tiny --text " + Src("docs/engine.md") + " " +
+         Src("docs/cact-quant.md") + " --heldout " + Src("docs/architecture.md") +
+         " --steps 12 --qat-steps 4 --warmup 2 --eval-every 6 --batch 4 --seq 64 -t 1 -q -o " +
+         (dir / "m.cact") + " " + extra;
+}
+
+TEST(TrainCli, TrainsWritesAndScoresLikeTheEngine) {
+  TempDir dir;
+  CommandResult r = cact::testing::Run(TrainCommand(dir, ""));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* f : {"m.cact", "m.safetensors", "m.pre-qat.safetensors", "m.curve.tsv",
+                        "m.curve.svg", "m.heldout.txt"})
+    EXPECT_TRUE(std::filesystem::exists(dir / f)) << f;
+  const double trained_ppl = NumberAfter(r.output, "nats, PPL ");
+  ASSERT_FALSE(std::isnan(trained_ppl)) << r.output;
+
+  CommandResult ppl = cact::testing::Run(Tool("cact-run") + " perplexity " + (dir / "m.cact") + " -f " +
+                          (dir / "m.heldout.txt") + " --ctx 64 --chunks 128 --path ref --json -q");
+  ASSERT_EQ(ppl.exit_code, 0) << ppl.output;
+  const double engine_ppl = nlohmann::json::parse(ppl.output).at("ppl").get<double>();
+  EXPECT_NEAR(engine_ppl, trained_ppl, 2e-3 * trained_ppl);
+
+  CommandResult ev = cact::testing::Run(Tool("cact-torch") + " eval " + (dir / "m.safetensors") + " -f " +
+                         (dir / "m.heldout.txt") +
+                         " --ctx 64 --chunks 128 --fake-quant embedding=4,mhc=4,default=2 --json -t 1");
+  ASSERT_EQ(ev.exit_code, 0) << ev.output;
+  EXPECT_NEAR(nlohmann::json::parse(ev.output).at("ppl").get<double>(), trained_ppl,
+              1e-5 * trained_ppl);
+
+  // the curve has a header and one line per logged point, the last evaluated
+  std::ifstream tsv(dir / "m.curve.tsv");
+  std::string line, last;
+  std::getline(tsv, line);
+  EXPECT_EQ(line.rfind("step\ttokens\tlr\ttrain_loss\theldout_loss", 0), 0u);
+  int rows = 0;
+  while (std::getline(tsv, line)) ++rows, last = line;
+  EXPECT_GE(rows, 4);
+  EXPECT_EQ(last.rfind("12\t", 0), 0u) << last;
+}
+
+TEST(TrainCli, SameSeedSameWeights) {
+  TempDir a, b;
+  ASSERT_EQ(cact::testing::Run(TrainCommand(a, "")).exit_code, 0);
+  ASSERT_EQ(cact::testing::Run(TrainCommand(b, "")).exit_code, 0);
+  EXPECT_EQ(ReadAll(a / "m.cact"), ReadAll(b / "m.cact"));
+  TempDir c;
+  ASSERT_EQ(cact::testing::Run(TrainCommand(c, "--seed 1")).exit_code, 0);
+  EXPECT_NE(ReadAll(a / "m.cact"), ReadAll(c / "m.cact"));
+}
+
+TEST(TrainCli, BadInputFailsCleanly) {
+  TempDir dir;
+  CommandResult r = cact::testing::Run(TrainCommand(dir, "--geometry tiny,layers=0"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("geometry"), std::string::npos) << r.output;
+  r = cact::testing::Run(Tool("cact-torch") + " train --text /nonexistent.txt -o " + (dir / "x.cact"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("/nonexistent.txt"), std::string::npos) << r.output;
+  // a manifest whose file changed is refused, naming the line and the path
+  std::filesystem::copy_file(Src("docs/engine.md"), dir / "doc.txt");
+  const std::vector<uint8_t> bytes = ReadAll(dir / "doc.txt");
+  std::ofstream(dir / "corpus.tsv") << "# cact corpus manifest v1\ntrain\t" << bytes.size()
+                                    << "\t" << std::string(64, '0') << "\t" << (dir / "doc.txt")
+                                    << "\n";
+  r = cact::testing::Run(Tool("cact-torch") + " train --geometry tiny --manifest " + (dir / "corpus.tsv") +
+          " --seq 64 -o " + (dir / "y.cact"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("doc.txt"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.cact"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "y.cact"));
+}
+
+// finetune -> PEFT adapter -> cact-quant lora: the held-out target loss falls and the merge
+// changes exactly the adapted projections.
+TEST(FinetuneCli, AdapterTrainsAndMerges) {
+  TempDir dir;
+  ASSERT_EQ(cact::testing::Run(TrainCommand(dir, "")).exit_code, 0);
+  std::ofstream jsonl(dir / "data.jsonl");
+  const char* cities[] = {"Paris", "Oslo", "Lima", "Cairo", "Tokyo", "Perth", "Quito", "Seoul"};
+  for (int i = 0; i < 40; ++i) {
+    const std::string c = cities[i % 8];
+    jsonl << R"({"query":"Weather in )" << c << R"(?","tools":[{"name":"get_weather"}],)"
+          << R"("answers":[{"name":"get_weather","arguments":{"city":")" << c << R"("}}]})"
+          << "\n";
+  }
+  jsonl.close();
+  CommandResult ft = cact::testing::Run(Tool("cact-torch") + " finetune " + (dir / "m.cact") + " --data " +
+                         (dir / "data.jsonl") + " -o " + (dir / "adapter") +
+                         " --epochs 3 --batch 8 --lr 1e-2 --rank 4 --alpha 8 -t 1 -q");
+  ASSERT_EQ(ft.exit_code, 0) << ft.output;
+  const double before = NumberAfter(ft.output, "held-out target loss: ");
+  const double after = NumberAfter(ft.output, "before, ");
+  EXPECT_LT(after, before - 0.1) << ft.output;
+  CommandResult merge =
+      cact::testing::Run(Tool("cact-quant") + " lora " + (dir / "m.cact") + " --adapter " +
+          (dir / "adapter/adapter_model.safetensors") + " --adapter-config " +
+          (dir / "adapter/adapter_config.json") + " -o " + (dir / "merged.cact"));
+  ASSERT_EQ(merge.exit_code, 0) << merge.output;
+  CommandResult diff = cact::testing::Run(Tool("cact-inspect") + " diff " + (dir / "m.cact") + " " +
+                           (dir / "merged.cact"));
+  ASSERT_NE(diff.exit_code, -1);
+  for (const char* p : {"layer00.q_proj", "layer01.out_proj", "layer01.gate_proj"})
+    EXPECT_NE(diff.output.find(p), std::string::npos) << p;
+  EXPECT_EQ(diff.output.find("\"embedding\""), std::string::npos) << diff.output.substr(0, 2000);
+}
+
+}  // namespace
+}  // namespace cact::testing

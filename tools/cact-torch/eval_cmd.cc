@@ -1,0 +1,74 @@
+// cact-torch eval: the perplexity of float weights (safetensors with the config metadata that
+// cact-torch train writes) on a text, scored exactly as `cact-run perplexity --ctx --chunks`
+// (same tokens, same chunks), optionally through CQ fake quantization at a scheme's widths.
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "engine/torchscript/blas_threads.h"
+#include "formats/safetensors.h"
+#include "lib/file_bytes.h"
+#include "nlohmann/json.hpp"
+#include "quant/weights_geometry.h"
+#include "tools/cact-torch/commands.h"
+#include "train/training_data.h"
+
+namespace cact::torch_tool {
+
+void EvalCommand::Add(CLI::App& app) {
+  sub_ = app.add_subcommand("eval", "perplexity of float weights (FP32 libtorch) on a text");
+  sub_->add_option("weights", weights_, "safetensors written by cact-torch train")->required();
+  sub_->add_option("-f,--file", text_, "text to score")->required();
+  sub_->add_option("--tokenizer", tokenizer_, "SentencePiece .model (default: the built-in 512-piece one)");
+  sub_->add_option("--ctx", ctx_, "positions per chunk, BOS included (default 256)");
+  sub_->add_option("--chunks", chunks_, "score only the first N chunks (default all)");
+  sub_->add_option("--fake-quant", fake_quant_, "score through CQ fake quantization at this scheme");
+  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
+  sub_->add_flag("--json", json_, "print one JSON line");
+}
+
+int EvalCommand::Run() {
+  auto st = ReadSafetensors(weights_);
+  if (!st.ok()) return Fail(st.status());
+  auto config = st->metadata.find("config");
+  if (config == st->metadata.end())
+    return Fail(absl::InvalidArgumentError(weights_ + ": no \"config\" metadata (not written by cact-torch train)"));
+  uint32_t window = 0;
+  if (auto w = st->metadata.find("kv_window_header"); w != st->metadata.end()) window = uint32_t(std::stoul(w->second));
+  auto g = GeometryFromOfficialConfig(config->second, window, weights_);
+  if (!g.ok()) return Fail(g.status());
+  auto weights = train::FromSafetensors(*st, *g, weights_);
+  if (!weights.ok()) return Fail(weights.status());
+  train::TrainingDataOptions o;
+  o.tokenizer_path = tokenizer_;
+  o.text = {text_};  // unused for scoring; LoadTrainingData needs a training source
+  o.heldout = {text_};
+  o.ctx = ctx_;
+  o.heldout_chunks = chunks_;
+  auto data = train::LoadTrainingData(o, *g);
+  if (!data.ok()) return Fail(data.status());
+  const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
+  torch::set_num_threads(pools.total);
+  train::WeightMap w = *weights;
+  if (!fake_quant_.empty()) {
+    auto scheme = ParseScheme(fake_quant_);
+    if (!scheme.ok()) return Fail(scheme.status());
+    train::FakeQuantOptions fq;
+    fq.bits = train::WidthsOfScheme(*g, *scheme);
+    torch::NoGradGuard no_grad;
+    w = train::FakeQuantized(w, fq);
+  }
+  train::NeedleNet net(*g);
+  const double loss = train::HeldoutLoss(net, w, data->heldout, ctx_, data->bos_id);
+  if (json_) {
+    nlohmann::ordered_json j{{"weights", weights_}, {"file", text_}, {"ctx", ctx_},
+                             {"tokens", data->heldout.size()}, {"nll_mean", loss},
+                             {"ppl", std::exp(loss)}, {"fake_quant", fake_quant_}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("%s: %zu tokens, mean NLL %.6f, PPL %.4f%s\n", weights_.c_str(), data->heldout.size(),
+                loss, std::exp(loss), fake_quant_.empty() ? " (FP32)" : (" (fake-quantized " + fake_quant_ + ")").c_str());
+  }
+  return 0;
+}
+
+}  // namespace cact::torch_tool

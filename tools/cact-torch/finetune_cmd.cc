@@ -1,0 +1,97 @@
+// cact-torch finetune: a LoRA adapter for a .cact on official fine-tuning JSONL
+// (train/torch/finetune.h), written as a PEFT adapter directory for `cact-quant lora`.
+#include <cstdio>
+
+#include "absl/strings/str_format.h"
+#include "engine/tokenizer.h"
+#include "engine/torchscript/blas_threads.h"
+#include "formats/cact/cact_file.h"
+#include "lib/resources.h"
+#include "quant/dequant_export.h"
+#include "tools/cact-torch/commands.h"
+#include "train/finetune_data.h"
+
+namespace cact::torch_tool {
+
+void FinetuneCommand::Add(CLI::App& app) {
+  sub_ = app.add_subcommand(
+      "finetune", "LoRA fine-tuning of a .cact on official JSONL examples -> a PEFT adapter");
+  sub_->footer(
+      "JSONL lines: {\"query\", \"tools\", \"answers\", optional \"reasoning\", \"system\"} or "
+      "single-turn chat {\"messages\", \"tools\"}, rendered with the Needle template; the loss is on "
+      "the target (tool call) only. Merge with: cact-quant lora BASE --adapter "
+      "OUT/adapter_model.safetensors --adapter-config OUT/adapter_config.json -o MERGED.cact");
+  sub_->add_option("base", base_, "base .cact")->required();
+  sub_->add_option("--data", data_, "fine-tuning examples (.jsonl)")->required();
+  sub_->add_option("-o,--output", output_, "adapter directory (PEFT layout)")->required();
+  sub_->add_option("--rank", opt_.rank, "LoRA rank (default 16)");
+  sub_->add_option("--alpha", opt_.alpha, "LoRA alpha; merge scale alpha/rank (default 32)");
+  sub_->add_option("--epochs", opt_.epochs, "passes over the training split (default 3)");
+  sub_->add_option("--batch", opt_.batch, "examples per step (default 16)");
+  sub_->add_option("--lr", opt_.lr, "peak learning rate (default 1e-4)");
+  sub_->add_option("--val-split", opt_.val_split, "held-out share of the examples (default 0.1)");
+  sub_->add_option("--max-len", max_len_, "longest sequence, tokens (default 1024, capped by the model)");
+  sub_->add_option("--seed", opt_.seed, "adapter init, split and order (default 0)");
+  sub_->add_flag("--no-qat", no_qat_, "train on float merged weights, not CQ fake-quantized ones");
+  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
+  sub_->add_flag("-q,--quiet", quiet_, "no progress lines");
+}
+
+int FinetuneCommand::Run() {
+  const Stopwatch clock;
+  auto file = CactFile::Open(base_);
+  if (!file.ok()) return Fail(file.status());
+  auto tok = Tokenizer::FromBytes(file->tokenizer_blob(), base_);
+  if (!tok.ok()) return Fail(tok.status());
+  auto set = train::ReadFinetuneJsonl(data_);
+  if (!set.ok()) return Fail(set.status());
+  if (set->examples.size() < 2)
+    return Fail(absl::InvalidArgumentError(data_ + ": fewer than 2 usable examples"));
+  const Geometry& g = file->geometry();
+  const size_t max_len = train::FitMaxLen(*tok, set->examples, std::min<size_t>(max_len_, g.max_seq_len));
+  std::vector<train::EncodedExample> encoded;
+  for (const auto& ex : set->examples) encoded.push_back(train::EncodeExample(*tok, ex, max_len));
+
+  auto st = DequantizedWeights(*file);
+  if (!st.ok()) return Fail(st.status());
+  auto base = train::FromSafetensors(*st, g, base_);
+  if (!base.ok()) return Fail(base.status());
+  opt_.qat = !no_qat_;
+  for (const TensorEntry& t : file->tensors())
+    if (t.is_cq()) opt_.widths.bits[t.name] = t.record.bits;
+  const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
+  torch::set_num_threads(pools.total);
+
+  std::fprintf(stderr, "data: %zu examples (%zu lines skipped), sequences of %zu tokens\n",
+               set->examples.size(), set->skipped, max_len);
+  std::fprintf(stderr, "lora: rank %u, alpha %g, q/k/v/gate/out of %u layers; numerics: %s\n",
+               opt_.rank, opt_.alpha, g.num_layers,
+               opt_.qat ? "CQ fake-quantized merged weights (the base's widths), straight-through"
+                        : "float merged weights");
+  train::NeedleNet net(g);
+  train::FinetuneReport report;
+  auto progress = [&](int64_t step, int64_t total, double loss) {
+    if (!quiet_) std::fprintf(stderr, "step %4lld/%lld  loss %.4f\n", (long long)step, (long long)total, loss);
+  };
+  auto adapter = train::Finetune(net, *base, encoded, opt_, &report, progress);
+  if (!adapter.ok()) return Fail(adapter.status());
+  adapter->base_model = base_;
+  if (auto s = train::WritePeftAdapter(output_, *adapter); !s.ok()) return Fail(s);
+
+  std::printf("fine-tuned %lld steps on %zu examples (%zu held out) in %.1f s\n",
+              (long long)report.steps, report.train_examples, report.val_examples, report.seconds);
+  for (size_t e = 0; e < report.epoch_val_loss.size(); ++e)
+    std::printf("epoch %zu: train loss %.4f, held-out loss %.4f\n", e + 1,
+                report.epoch_train_loss[e], report.epoch_val_loss[e]);
+  std::printf("held-out target loss: %.4f before, %.4f after\n", report.val_loss_before,
+              report.val_loss_after);
+  std::printf("wrote %s/%s and %s/%s\n", output_.c_str(), train::kPeftWeightsFile, output_.c_str(),
+              train::kPeftConfigFile);
+  std::printf("merge: cact-quant lora %s --adapter %s/%s --adapter-config %s/%s -o MERGED.cact\n",
+              base_.c_str(), output_.c_str(), train::kPeftWeightsFile, output_.c_str(),
+              train::kPeftConfigFile);
+  std::printf("total %.1f s\n", clock.Seconds());
+  return 0;
+}
+
+}  // namespace cact::torch_tool
