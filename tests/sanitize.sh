@@ -16,7 +16,7 @@ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACT_SANITIZE=O
 
 # The unit test executables (they depend on the tools the CLI-level tests run).
 targets="cact_lib_tests cact_formats_tests cact_quant_tests cact_kernels_tests cact_engine_tests
-         cact_cli_tests cact_reliability_tests"
+         cact_cli_tests cact_reliability_tests cact_train_tests"
 echo "== building (ASan + UBSan)"
 cmake --build "$build" -j"$jobs" --target $targets
 
@@ -27,5 +27,5 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # under ASan); everything in the other areas.
 echo "== ctest (sanitized subset)"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600 \
-  -L '^(lib|formats|quant|kernels|cli|reliability|engine)$' \
+  -L '^(lib|formats|quant|kernels|cli|reliability|engine|train)$' \
   -E "${CACT_ASAN_EXCLUDE:-[Nn]eedle2|Synthetic.*Large|Benchmark|Speed}"
