@@ -19,13 +19,15 @@ namespace {
 constexpr SchemePreset kPresets[] = {
     {"cq4", "default=4", "every matrix 4-bit: the quality reference", "+0.5% PPL; +0.7% after QAT"},
     {"attn4", "embedding=4,mhc=4,attn=4,default=2",
-     "needle with the attention projections 4-bit (only the engrams 2-bit)", "+3.4% PPL; -0.4% after QAT"},
+     "needle with the attention projections 4-bit (only the engrams 2-bit)",
+     "+3.4% PPL; -0.4% after QAT"},
     {"cq3", "default=3", "every matrix 3-bit", "+3.0% PPL; +2.0% after QAT"},
     {"needle", kDefaultScheme, "the released mix: embedding and mHC 4-bit, the rest 2-bit",
      "+5.4% PPL; -0.3% after QAT"},
     {"cq2", "default=2", "every matrix 2-bit, the embedding too", "+17.3% PPL; +10.0% after QAT"},
     {"ternary", "default=1.58",
-     "every matrix ternary (codes stored in 2-bit crumbs: the size of cq2)", "+45.4% PPL; +36.1% after QAT"},
+     "every matrix ternary (codes stored in 2-bit crumbs: the size of cq2)",
+     "+45.4% PPL; +36.1% after QAT"},
 };
 
 double Megabytes(uint64_t bytes) { return double(bytes) / 1e6; }

@@ -58,16 +58,14 @@ absl::Status ParseUint(std::string_view text, std::string_view key, uint32_t* ou
   const char* end = text.data() + text.size();
   auto [p, ec] = std::from_chars(text.data(), end, *out);
   if (ec != std::errc() || p != end || text.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("geometry: '", std::string(key), "=", std::string(text), "' needs a non-negative integer"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "geometry: '", std::string(key), "=", std::string(text), "' needs a non-negative integer"));
   }
   return absl::OkStatus();
 }
 
 absl::Status Check(const Geometry& g) {
-  auto bad = [](const std::string& why) {
-    return absl::InvalidArgumentError("geometry: " + why);
-  };
+  auto bad = [](const std::string& why) { return absl::InvalidArgumentError("geometry: " + why); };
   if (g.num_heads == 0 || g.num_kv_heads == 0 || g.num_heads % g.num_kv_heads)
     return bad("heads must be a positive multiple of kv_heads");
   if (g.head_dim == 0 || g.head_dim % 2) return bad("head_dim must be even and positive");
@@ -90,9 +88,11 @@ std::string DescribeGeometries() {
   std::string out;
   for (const std::string& name : GeometryNames()) {
     const Geometry g = *ParseGeometrySpec(name);
-    absl::StrAppendFormat(&out, "  %-10s vocab %u, d %u, %u layers, %u/%u heads x %u, seq %u, window %u, engram sites %u\n",
-                          name, g.vocab, g.d_model, g.num_layers, g.num_heads, g.num_kv_heads,
-                          g.head_dim, g.max_seq_len, g.kv_window, g.num_engram_sites);
+    absl::StrAppendFormat(
+        &out,
+        "  %-10s vocab %u, d %u, %u layers, %u/%u heads x %u, seq %u, window %u, engram sites %u\n",
+        name, g.vocab, g.d_model, g.num_layers, g.num_heads, g.num_kv_heads, g.head_dim,
+        g.max_seq_len, g.kv_window, g.num_engram_sites);
   }
   return out;
 }
@@ -105,9 +105,9 @@ absl::StatusOr<Geometry> ParseGeometrySpec(const std::string& spec) {
   } else if (parts[0] == "tiny") {
     g = Tiny();
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("geometry: unknown name '", parts[0],
-                                                   "' (known: ", absl::StrJoin(GeometryNames(), ", "),
-                                                   ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("geometry: unknown name '", parts[0],
+                     "' (known: ", absl::StrJoin(GeometryNames(), ", "), ")"));
   }
   for (size_t i = 1; i < parts.size(); ++i) {
     std::pair<std::string, std::string> kv = absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
@@ -124,18 +124,30 @@ absl::StatusOr<Geometry> ParseGeometrySpec(const std::string& spec) {
     }
     uint32_t v = 0;
     if (auto st = ParseUint(val, key, &v); !st.ok()) return st;
-    if (key == "vocab") g.vocab = v;
-    else if (key == "d") { g.d_model = v; g.hada_n = NextPow2(v); }
-    else if (key == "layers") g.num_layers = v;
-    else if (key == "heads") g.num_heads = v;
-    else if (key == "kv_heads") g.num_kv_heads = v;
-    else if (key == "head_dim") g.head_dim = v;
-    else if (key == "seq") g.max_seq_len = v;
-    else if (key == "window") g.kv_window = v;
-    else if (key == "slots") g.engram_slots = v;
-    else if (key == "lanes") g.mhc_lanes = v;
+    if (key == "vocab")
+      g.vocab = v;
+    else if (key == "d") {
+      g.d_model = v;
+      g.hada_n = NextPow2(v);
+    } else if (key == "layers")
+      g.num_layers = v;
+    else if (key == "heads")
+      g.num_heads = v;
+    else if (key == "kv_heads")
+      g.num_kv_heads = v;
+    else if (key == "head_dim")
+      g.head_dim = v;
+    else if (key == "seq")
+      g.max_seq_len = v;
+    else if (key == "window")
+      g.kv_window = v;
+    else if (key == "slots")
+      g.engram_slots = v;
+    else if (key == "lanes")
+      g.mhc_lanes = v;
     else
-      return absl::InvalidArgumentError(absl::StrCat("geometry: unknown key '", key, "' in '", spec, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("geometry: unknown key '", key, "' in '", spec, "'"));
   }
   g.engram_sub_dim = g.d_model / g.num_engram_tables;
   if (auto st = Check(g); !st.ok()) return st;

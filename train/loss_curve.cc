@@ -10,18 +10,23 @@ namespace cact::train {
 namespace {
 
 absl::Status WriteText(const std::string& path, const std::string& text) {
-  return WriteFileAtomic(path, std::span<const uint8_t>(
-                                   reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  return WriteFileAtomic(
+      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
 std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else if (c == '\'') out += "&#39;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else if (c == '\'')
+      out += "&#39;";
+    else
+      out += c;
   }
   return out;
 }
@@ -31,11 +36,10 @@ std::string Escape(const std::string& s) {
 std::string LossCurveTsv(const std::vector<LossPoint>& points) {
   std::string s = "step\ttokens\tlr\ttrain_loss\theldout_loss\tseconds\tqat\n";
   for (const LossPoint& p : points) {
-    absl::StrAppendFormat(&s, "%d\t%d\t%.6g\t%.6f\t%s\t%.2f\t%d\n", p.step, p.tokens, p.lr,
-                          p.train_loss,
-                          std::isnan(p.heldout_loss) ? std::string("")
-                                                     : absl::StrFormat("%.6f", p.heldout_loss),
-                          p.seconds, p.qat ? 1 : 0);
+    absl::StrAppendFormat(
+        &s, "%d\t%d\t%.6g\t%.6f\t%s\t%.2f\t%d\n", p.step, p.tokens, p.lr, p.train_loss,
+        std::isnan(p.heldout_loss) ? std::string("") : absl::StrFormat("%.6f", p.heldout_loss),
+        p.seconds, p.qat ? 1 : 0);
   }
   return s;
 }
@@ -121,9 +125,10 @@ std::string LossCurveSvg(const std::vector<LossPoint>& points, const LossCurvePl
                               X(double(p.tokens)), Y(v), color, p.step, v, std::exp(v));
       }
     }
-    return absl::StrFormat("<polyline fill='none' stroke='%s' stroke-width='1.6' points='%s'>"
-                           "<title>%s</title></polyline>\n%s",
-                           color, pts, name, dots);
+    return absl::StrFormat(
+        "<polyline fill='none' stroke='%s' stroke-width='1.6' points='%s'>"
+        "<title>%s</title></polyline>\n%s",
+        color, pts, name, dots);
   };
   s += polyline(false, "#1f77b4", "training loss (mean since the previous point)");
   s += polyline(true, "#d62728", "held-out loss");

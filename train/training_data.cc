@@ -81,12 +81,12 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, cons
   std::vector<Document> docs;
   if (!o.text.empty()) {
     if (absl::Status s = LoadTextFiles(o, &docs, &d.heldout_text); !s.ok()) return s;
-    d.description = absl::StrCat("text: ", absl::StrJoin(o.text, " "), "; held out: ",
-                                 absl::StrJoin(o.heldout, " "));
+    d.description = absl::StrCat("text: ", absl::StrJoin(o.text, " "),
+                                 "; held out: ", absl::StrJoin(o.heldout, " "));
   } else {
-    absl::StatusOr<std::vector<Document>> loaded =
-        o.manifest.empty() ? CollectDocuments(o.corpus, CorpusFilter{})
-                           : LoadCorpusFromManifest(o.manifest);
+    absl::StatusOr<std::vector<Document>> loaded = o.manifest.empty()
+                                                       ? CollectDocuments(o.corpus, CorpusFilter{})
+                                                       : LoadCorpusFromManifest(o.manifest);
     if (!loaded.ok()) return loaded.status();
     docs = std::move(*loaded);
     d.heldout_text = SplitText(docs, Split::kHeldOut);

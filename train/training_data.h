@@ -28,12 +28,12 @@ struct TrainingData {
   TokenizerBlob tokenizer_blob;
   std::string tokenizer_source;
   int32_t bos_id = 2;
-  std::vector<int32_t> train;    // documents encoded without BOS, EOS after each
-  std::string heldout_text;      // the held-out documents as one text (what cact-run scores)
-  std::vector<int32_t> heldout;  // the scored tokens: Encode(heldout_text), first chunks only
+  std::vector<int32_t> train;       // documents encoded without BOS, EOS after each
+  std::string heldout_text;         // the held-out documents as one text (what cact-run scores)
+  std::vector<int32_t> heldout;     // the scored tokens: Encode(heldout_text), first chunks only
   std::vector<Document> documents;  // the corpus (empty for --text); texts released
-  double unigram_loss = NAN;     // add-one unigram of `train`, mean NLL over `heldout`
-  std::string description;       // for the weights' metadata
+  double unigram_loss = NAN;        // add-one unigram of `train`, mean NLL over `heldout`
+  std::string description;          // for the weights' metadata
 };
 
 absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, const Geometry& g);

@@ -76,16 +76,13 @@ TEST(NeedleNet, GradientsMatchFiniteDifferences) {
   for (auto& [name, t] : f.weights) w[name] = t.to(torch::kFloat64).requires_grad_(true);
   std::vector<int64_t> tokens = FixtureTokens64("tiny", "s2");
   torch::Tensor t = torch::tensor(tokens).unsqueeze(0);
-  auto loss_of = [&](const WeightMap& m) {
-    return train::NextTokenLoss(net.Logits(t, m), t);
-  };
+  auto loss_of = [&](const WeightMap& m) { return train::NextTokenLoss(net.Logits(t, m), t); };
   torch::Tensor loss = loss_of(w);
   loss.backward();
   const std::vector<std::string> names = {
-      "embedding",      "layer00.q_proj", "layer00.k_norm",   "layer01.out_proj",
-      "layer00.d1",     "layer01.d3",     "layer00.attn_gate", "mhc_phi_res",
-      "mhc_b_res",      "mhc_a_pre",      "engram0.tables",   "engram0.taps",
-      "engram0.key_proj", "final_norm"};
+      "embedding",      "layer00.q_proj",    "layer00.k_norm",   "layer01.out_proj", "layer00.d1",
+      "layer01.d3",     "layer00.attn_gate", "mhc_phi_res",      "mhc_b_res",        "mhc_a_pre",
+      "engram0.tables", "engram0.taps",      "engram0.key_proj", "final_norm"};
   torch::manual_seed(3);
   int checked = 0;
   for (const std::string& name : names) {
@@ -125,8 +122,8 @@ TEST(NeedleNet, InitialWeightsFollowTheOfficialInit) {
   EXPECT_EQ(w["layer00.d1"].min().item<float>(), 1.0f);
   EXPECT_EQ(w["mhc_b_res"][0][1][1].item<float>(), 4.0f);
   EXPECT_EQ(w["mhc_b_res"][0][0][1].item<float>(), 0.0f);
-  EXPECT_TRUE(torch::equal(train::InitialWeights(f.geometry, 7)["layer00.q_proj"],
-                           w["layer00.q_proj"]));
+  EXPECT_TRUE(
+      torch::equal(train::InitialWeights(f.geometry, 7)["layer00.q_proj"], w["layer00.q_proj"]));
   // and they run: the loss of a fresh model is close to ln(vocab)
   NeedleNet net(f.geometry);
   torch::NoGradGuard no_grad;

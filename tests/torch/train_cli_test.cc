@@ -42,15 +42,16 @@ TEST(TrainCli, TrainsWritesAndScoresLikeTheEngine) {
   const double trained_ppl = NumberAfter(r.output, "nats, PPL ");
   ASSERT_FALSE(std::isnan(trained_ppl)) << r.output;
 
-  CommandResult ppl = cact::testing::Run(Tool("cact-run") + " perplexity " + (dir / "m.cact") + " -f " +
-                          (dir / "m.heldout.txt") + " --ctx 64 --chunks 128 --path ref --json -q");
+  CommandResult ppl =
+      cact::testing::Run(Tool("cact-run") + " perplexity " + (dir / "m.cact") + " -f " +
+                         (dir / "m.heldout.txt") + " --ctx 64 --chunks 128 --path ref --json -q");
   ASSERT_EQ(ppl.exit_code, 0) << ppl.output;
   const double engine_ppl = nlohmann::json::parse(ppl.output).at("ppl").get<double>();
   EXPECT_NEAR(engine_ppl, trained_ppl, 2e-3 * trained_ppl);
 
-  CommandResult ev = cact::testing::Run(Tool("cact-torch") + " eval " + (dir / "m.safetensors") + " -f " +
-                         (dir / "m.heldout.txt") +
-                         " --ctx 64 --chunks 128 --fake-quant embedding=4,mhc=4,default=2 --json -t 1");
+  CommandResult ev = cact::testing::Run(
+      Tool("cact-torch") + " eval " + (dir / "m.safetensors") + " -f " + (dir / "m.heldout.txt") +
+      " --ctx 64 --chunks 128 --fake-quant embedding=4,mhc=4,default=2 --json -t 1");
   ASSERT_EQ(ev.exit_code, 0) << ev.output;
   EXPECT_NEAR(nlohmann::json::parse(ev.output).at("ppl").get<double>(), trained_ppl,
               1e-5 * trained_ppl);
@@ -81,17 +82,17 @@ TEST(TrainCli, BadInputFailsCleanly) {
   CommandResult r = cact::testing::Run(TrainCommand(dir, "--geometry tiny,layers=0"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("geometry"), std::string::npos) << r.output;
-  r = cact::testing::Run(Tool("cact-torch") + " train --text /nonexistent.txt -o " + (dir / "x.cact"));
+  r = cact::testing::Run(Tool("cact-torch") + " train --text /nonexistent.txt -o " +
+                         (dir / "x.cact"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("/nonexistent.txt"), std::string::npos) << r.output;
   // a manifest whose file changed is refused, naming the line and the path
   std::filesystem::copy_file(Src("docs/engine.md"), dir / "doc.txt");
   const std::vector<uint8_t> bytes = ReadAll(dir / "doc.txt");
-  std::ofstream(dir / "corpus.tsv") << "# cact corpus manifest v1\ntrain\t" << bytes.size()
-                                    << "\t" << std::string(64, '0') << "\t" << (dir / "doc.txt")
-                                    << "\n";
-  r = cact::testing::Run(Tool("cact-torch") + " train --geometry tiny --manifest " + (dir / "corpus.tsv") +
-          " --seq 64 -o " + (dir / "y.cact"));
+  std::ofstream(dir / "corpus.tsv") << "# cact corpus manifest v1\ntrain\t" << bytes.size() << "\t"
+                                    << std::string(64, '0') << "\t" << (dir / "doc.txt") << "\n";
+  r = cact::testing::Run(Tool("cact-torch") + " train --geometry tiny --manifest " +
+                         (dir / "corpus.tsv") + " --seq 64 -o " + (dir / "y.cact"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("doc.txt"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir / "x.cact"));
@@ -112,20 +113,20 @@ TEST(FinetuneCli, AdapterTrainsAndMerges) {
           << "\n";
   }
   jsonl.close();
-  CommandResult ft = cact::testing::Run(Tool("cact-torch") + " finetune " + (dir / "m.cact") + " --data " +
-                         (dir / "data.jsonl") + " -o " + (dir / "adapter") +
-                         " --epochs 3 --batch 8 --lr 1e-2 --rank 4 --alpha 8 -t 1 -q");
+  CommandResult ft = cact::testing::Run(
+      Tool("cact-torch") + " finetune " + (dir / "m.cact") + " --data " + (dir / "data.jsonl") +
+      " -o " + (dir / "adapter") + " --epochs 3 --batch 8 --lr 1e-2 --rank 4 --alpha 8 -t 1 -q");
   ASSERT_EQ(ft.exit_code, 0) << ft.output;
   const double before = NumberAfter(ft.output, "held-out target loss: ");
   const double after = NumberAfter(ft.output, "before, ");
   EXPECT_LT(after, before - 0.1) << ft.output;
   CommandResult merge =
       cact::testing::Run(Tool("cact-quant") + " lora " + (dir / "m.cact") + " --adapter " +
-          (dir / "adapter/adapter_model.safetensors") + " --adapter-config " +
-          (dir / "adapter/adapter_config.json") + " -o " + (dir / "merged.cact"));
+                         (dir / "adapter/adapter_model.safetensors") + " --adapter-config " +
+                         (dir / "adapter/adapter_config.json") + " -o " + (dir / "merged.cact"));
   ASSERT_EQ(merge.exit_code, 0) << merge.output;
   CommandResult diff = cact::testing::Run(Tool("cact-inspect") + " diff " + (dir / "m.cact") + " " +
-                           (dir / "merged.cact"));
+                                          (dir / "merged.cact"));
   ASSERT_NE(diff.exit_code, -1);
   for (const char* p : {"layer00.q_proj", "layer01.out_proj", "layer01.gate_proj"})
     EXPECT_NE(diff.output.find(p), std::string::npos) << p;

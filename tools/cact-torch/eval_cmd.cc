@@ -18,10 +18,12 @@ void EvalCommand::Add(CLI::App& app) {
   sub_ = app.add_subcommand("eval", "perplexity of float weights (FP32 libtorch) on a text");
   sub_->add_option("weights", weights_, "safetensors written by cact-torch train")->required();
   sub_->add_option("-f,--file", text_, "text to score")->required();
-  sub_->add_option("--tokenizer", tokenizer_, "SentencePiece .model (default: the built-in 512-piece one)");
+  sub_->add_option("--tokenizer", tokenizer_,
+                   "SentencePiece .model (default: the built-in 512-piece one)");
   sub_->add_option("--ctx", ctx_, "positions per chunk, BOS included (default 256)");
   sub_->add_option("--chunks", chunks_, "score only the first N chunks (default all)");
-  sub_->add_option("--fake-quant", fake_quant_, "score through CQ fake quantization at this scheme");
+  sub_->add_option("--fake-quant", fake_quant_,
+                   "score through CQ fake quantization at this scheme");
   sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
   sub_->add_flag("--json", json_, "print one JSON line");
 }
@@ -31,9 +33,11 @@ int EvalCommand::Run() {
   if (!st.ok()) return Fail(st.status());
   auto config = st->metadata.find("config");
   if (config == st->metadata.end())
-    return Fail(absl::InvalidArgumentError(weights_ + ": no \"config\" metadata (not written by cact-torch train)"));
+    return Fail(absl::InvalidArgumentError(
+        weights_ + ": no \"config\" metadata (not written by cact-torch train)"));
   uint32_t window = 0;
-  if (auto w = st->metadata.find("kv_window_header"); w != st->metadata.end()) window = uint32_t(std::stoul(w->second));
+  if (auto w = st->metadata.find("kv_window_header"); w != st->metadata.end())
+    window = uint32_t(std::stoul(w->second));
   auto g = GeometryFromOfficialConfig(config->second, window, weights_);
   if (!g.ok()) return Fail(g.status());
   auto weights = train::FromSafetensors(*st, *g, weights_);
@@ -60,13 +64,19 @@ int EvalCommand::Run() {
   train::NeedleNet net(*g);
   const double loss = train::HeldoutLoss(net, w, data->heldout, ctx_, data->bos_id);
   if (json_) {
-    nlohmann::ordered_json j{{"weights", weights_}, {"file", text_}, {"ctx", ctx_},
-                             {"tokens", data->heldout.size()}, {"nll_mean", loss},
-                             {"ppl", std::exp(loss)}, {"fake_quant", fake_quant_}};
+    nlohmann::ordered_json j{{"weights", weights_},
+                             {"file", text_},
+                             {"ctx", ctx_},
+                             {"tokens", data->heldout.size()},
+                             {"nll_mean", loss},
+                             {"ppl", std::exp(loss)},
+                             {"fake_quant", fake_quant_}};
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("%s: %zu tokens, mean NLL %.6f, PPL %.4f%s\n", weights_.c_str(), data->heldout.size(),
-                loss, std::exp(loss), fake_quant_.empty() ? " (FP32)" : (" (fake-quantized " + fake_quant_ + ")").c_str());
+    std::printf(
+        "%s: %zu tokens, mean NLL %.6f, PPL %.4f%s\n", weights_.c_str(), data->heldout.size(), loss,
+        std::exp(loss),
+        fake_quant_.empty() ? " (FP32)" : (" (fake-quantized " + fake_quant_ + ")").c_str());
   }
   return 0;
 }

@@ -18,7 +18,8 @@ void FinetuneCommand::Add(CLI::App& app) {
       "finetune", "LoRA fine-tuning of a .cact on official JSONL examples -> a PEFT adapter");
   sub_->footer(
       "JSONL lines: {\"query\", \"tools\", \"answers\", optional \"reasoning\", \"system\"} or "
-      "single-turn chat {\"messages\", \"tools\"}, rendered with the Needle template; the loss is on "
+      "single-turn chat {\"messages\", \"tools\"}, rendered with the Needle template; the loss is "
+      "on "
       "the target (tool call) only. Merge with: cact-quant lora BASE --adapter "
       "OUT/adapter_model.safetensors --adapter-config OUT/adapter_config.json -o MERGED.cact");
   sub_->add_option("base", base_, "base .cact")->required();
@@ -30,7 +31,8 @@ void FinetuneCommand::Add(CLI::App& app) {
   sub_->add_option("--batch", opt_.batch, "examples per step (default 16)");
   sub_->add_option("--lr", opt_.lr, "peak learning rate (default 1e-4)");
   sub_->add_option("--val-split", opt_.val_split, "held-out share of the examples (default 0.1)");
-  sub_->add_option("--max-len", max_len_, "longest sequence, tokens (default 1024, capped by the model)");
+  sub_->add_option("--max-len", max_len_,
+                   "longest sequence, tokens (default 1024, capped by the model)");
   sub_->add_option("--seed", opt_.seed, "adapter init, split and order (default 0)");
   sub_->add_flag("--no-qat", no_qat_, "train on float merged weights, not CQ fake-quantized ones");
   sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
@@ -48,7 +50,8 @@ int FinetuneCommand::Run() {
   if (set->examples.size() < 2)
     return Fail(absl::InvalidArgumentError(data_ + ": fewer than 2 usable examples"));
   const Geometry& g = file->geometry();
-  const size_t max_len = train::FitMaxLen(*tok, set->examples, std::min<size_t>(max_len_, g.max_seq_len));
+  const size_t max_len =
+      train::FitMaxLen(*tok, set->examples, std::min<size_t>(max_len_, g.max_seq_len));
   std::vector<train::EncodedExample> encoded;
   for (const auto& ex : set->examples) encoded.push_back(train::EncodeExample(*tok, ex, max_len));
 
@@ -71,7 +74,8 @@ int FinetuneCommand::Run() {
   train::NeedleNet net(g);
   train::FinetuneReport report;
   auto progress = [&](int64_t step, int64_t total, double loss) {
-    if (!quiet_) std::fprintf(stderr, "step %4lld/%lld  loss %.4f\n", (long long)step, (long long)total, loss);
+    if (!quiet_)
+      std::fprintf(stderr, "step %4lld/%lld  loss %.4f\n", (long long)step, (long long)total, loss);
   };
   auto adapter = train::Finetune(net, *base, encoded, opt_, &report, progress);
   if (!adapter.ok()) return Fail(adapter.status());

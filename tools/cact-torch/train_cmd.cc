@@ -11,18 +11,18 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/torchscript/blas_threads.h"
 #include "engine/tokenizer.h"
+#include "engine/torchscript/blas_threads.h"
 #include "formats/sentencepiece_model.h"
+#include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
 #include "lib/resources.h"
 #include "quant/synthetic.h"
-#include "lib/atomic_file.h"
 #include "train/corpus_manifest.h"
 #include "train/geometry_spec.h"
 #include "train/loss_curve.h"
-#include "train/trained_model.h"
 #include "train/torch/trainer.h"
+#include "train/trained_model.h"
 
 namespace cact::torch_tool {
 namespace {
@@ -32,7 +32,8 @@ using namespace cact::train;
 std::string StemOf(const std::string& cact_path) {
   for (const char* ext : {".cact.zst", ".cact"}) {
     const std::string e = ext;
-    if (cact_path.size() > e.size() && cact_path.compare(cact_path.size() - e.size(), e.size(), e) == 0)
+    if (cact_path.size() > e.size() &&
+        cact_path.compare(cact_path.size() - e.size(), e.size(), e) == 0)
       return cact_path.substr(0, cact_path.size() - e.size());
   }
   return cact_path;
@@ -123,12 +124,13 @@ int TrainCommand::Run() {
   auto on_point = [&](const CurvePoint& p, int64_t total) {
     if (quiet_) return;
     const double eta = p.seconds / double(p.step) * double(total - p.step);
-    std::string line = absl::StrFormat("step %5d/%d  loss %.4f  lr %.2e  %s%6.0f tok/s  %s elapsed, eta %s",
-                                       p.step, total, p.train_loss, p.lr, p.qat ? "QAT  " : "",
-                                       double(p.tokens) / std::max(p.seconds, 1e-9),
-                                       Duration(p.seconds), Duration(eta));
+    std::string line = absl::StrFormat(
+        "step %5d/%d  loss %.4f  lr %.2e  %s%6.0f tok/s  %s elapsed, eta %s", p.step, total,
+        p.train_loss, p.lr, p.qat ? "QAT  " : "", double(p.tokens) / std::max(p.seconds, 1e-9),
+        Duration(p.seconds), Duration(eta));
     if (!std::isnan(p.heldout_loss))
-      line += absl::StrFormat("  held-out %.4f (ppl %.2f)", p.heldout_loss, std::exp(p.heldout_loss));
+      line +=
+          absl::StrFormat("  held-out %.4f (ppl %.2f)", p.heldout_loss, std::exp(p.heldout_loss));
     std::fprintf(stderr, "%s\n", line.c_str());
   };
   auto summary = Train(net, opt_, data->train, data->heldout, &weights, on_point,
@@ -149,9 +151,9 @@ int TrainCommand::Run() {
       return Fail(s);
     written.push_back(stem + ".corpus.tsv");
   }
-  if (auto s = WriteFileAtomic(stem + ".heldout.txt",
-                               std::span<const uint8_t>(
-                                   reinterpret_cast<const uint8_t*>(data->heldout_text.data()),
+  if (auto s = WriteFileAtomic(
+          stem + ".heldout.txt",
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data->heldout_text.data()),
                                    data->heldout_text.size()));
       !s.ok())
     return Fail(s);
@@ -166,7 +168,8 @@ int TrainCommand::Run() {
   SetModelMetadata(*geometry, *scheme, meta, &st);
   if (auto s = WriteSafetensors(stem + ".safetensors", st); !s.ok()) return Fail(s);
   written.push_back(stem + ".safetensors");
-  auto report = BuildTrainedCact(st, data->tokenizer_blob, data->tokenizer_source, *scheme, output_);
+  auto report =
+      BuildTrainedCact(st, data->tokenizer_blob, data->tokenizer_source, *scheme, output_);
   if (!report.ok()) return Fail(report.status());
   written.push_back(output_);
   std::vector<LossPoint> points;
@@ -174,7 +177,8 @@ int TrainCommand::Run() {
     points.push_back({p.step, p.tokens, p.lr, p.train_loss, p.heldout_loss, p.seconds, p.qat});
   if (auto s = WriteLossCurveTsv(stem + ".curve.tsv", points); !s.ok()) return Fail(s);
   LossCurvePlot plot;
-  plot.title = "cact-torch train " + geometry_ + ": " + std::filesystem::path(output_).filename().string();
+  plot.title =
+      "cact-torch train " + geometry_ + ": " + std::filesystem::path(output_).filename().string();
   plot.unigram_loss = data->unigram_loss;
   if (auto s = WriteLossCurveSvg(stem + ".curve.svg", points, plot); !s.ok()) return Fail(s);
   written.push_back(stem + ".curve.tsv");
@@ -188,9 +192,11 @@ int TrainCommand::Run() {
         "held-out: %zu tokens, loss %.4f nats, PPL %.3f; unigram baseline PPL %.3f (ratio %.3f)\n",
         data->heldout.size(), summary->final_heldout_loss, std::exp(summary->final_heldout_loss),
         std::exp(data->unigram_loss), std::exp(summary->final_heldout_loss - data->unigram_loss));
-    std::printf("score the .cact on the same tokens: cact-run perplexity %s -f %s --ctx %lld --chunks %lld\n",
-                output_.c_str(), (stem + ".heldout.txt").c_str(), (long long)opt_.seq,
-                (long long)data_.heldout_chunks);
+    std::printf(
+        "score the .cact on the same tokens: cact-run perplexity %s -f %s --ctx %lld --chunks "
+        "%lld\n",
+        output_.c_str(), (stem + ".heldout.txt").c_str(), (long long)opt_.seq,
+        (long long)data_.heldout_chunks);
   }
   std::printf("%s: %llu bytes, scheme %s\n", output_.c_str(),
               (unsigned long long)report->file_bytes, scheme->ToString().c_str());

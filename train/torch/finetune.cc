@@ -29,7 +29,8 @@ WeightMap Effective(const NeedleNet& net, const WeightMap& base, const std::vect
 }
 
 // [n, T] ids and masks of the chosen examples.
-std::pair<Tensor, Tensor> Batch(const std::vector<EncodedExample>& ex, const size_t* idx, size_t n) {
+std::pair<Tensor, Tensor> Batch(const std::vector<EncodedExample>& ex, const size_t* idx,
+                                size_t n) {
   const int64_t T = int64_t(ex[idx[0]].ids.size());
   Tensor ids = torch::empty({int64_t(n), T}, torch::kInt64);
   Tensor mask = torch::empty({int64_t(n), T}, torch::kFloat32);
@@ -78,7 +79,8 @@ absl::StatusOr<PeftAdapter> Finetune(const NeedleNet& net, const WeightMap& base
                                      const FinetuneOptions& opt, FinetuneReport* report,
                                      const FinetuneProgress& progress) {
   const auto start = std::chrono::steady_clock::now();
-  if (examples.size() < 2) return absl::InvalidArgumentError("fine-tuning needs at least 2 examples");
+  if (examples.size() < 2)
+    return absl::InvalidArgumentError("fine-tuning needs at least 2 examples");
   if (opt.rank == 0 || opt.batch <= 0 || opt.epochs <= 0)
     return absl::InvalidArgumentError("fine-tuning: rank, batch and epochs must be positive");
   const Geometry& g = net.geometry();
@@ -90,7 +92,8 @@ absl::StatusOr<PeftAdapter> Finetune(const NeedleNet& net, const WeightMap& base
   std::vector<size_t> order(examples.size());
   std::iota(order.begin(), order.end(), 0);
   std::shuffle(order.begin(), order.end(), rng);
-  const size_t n_val = std::min(size_t(double(examples.size()) * opt.val_split), examples.size() - 1);
+  const size_t n_val =
+      std::min(size_t(double(examples.size()) * opt.val_split), examples.size() - 1);
   std::vector<size_t> val(order.begin(), order.begin() + n_val);
   std::vector<size_t> train(order.begin() + n_val, order.end());
 
@@ -114,11 +117,13 @@ absl::StatusOr<PeftAdapter> Finetune(const NeedleNet& net, const WeightMap& base
   }
   const double scale = opt.alpha / double(opt.rank);
   torch::optim::AdamW optimizer(
-      params, torch::optim::AdamWOptions(opt.lr).weight_decay(opt.weight_decay).betas({0.9, 0.999}));
+      params,
+      torch::optim::AdamWOptions(opt.lr).weight_decay(opt.weight_decay).betas({0.9, 0.999}));
 
   const int64_t per_epoch = int64_t((train.size() + size_t(opt.batch) - 1) / size_t(opt.batch));
   const int64_t total = opt.epochs * per_epoch;
-  const int64_t warmup = std::max<int64_t>(0, std::min(std::max<int64_t>(1, total / 20), total - 1));
+  const int64_t warmup =
+      std::max<int64_t>(0, std::min(std::max<int64_t>(1, total / 20), total - 1));
   auto lr_at = [&](int64_t step) {
     if (step < warmup) return opt.lr * double(step) / double(warmup);
     const double progress = double(step - warmup) / double(std::max<int64_t>(1, total - warmup));
@@ -128,7 +133,8 @@ absl::StatusOr<PeftAdapter> Finetune(const NeedleNet& net, const WeightMap& base
   report->val_examples = val.size();
   report->steps = total;
   report->max_len = int64_t(examples[0].ids.size());
-  report->val_loss_before = MeanLoss(net, Effective(net, base, lora, scale, opt), examples, val, opt.batch);
+  report->val_loss_before =
+      MeanLoss(net, Effective(net, base, lora, scale, opt), examples, val, opt.batch);
 
   int64_t step = 0;
   const int64_t every = std::max<int64_t>(1, total / 50);
@@ -140,20 +146,21 @@ absl::StatusOr<PeftAdapter> Finetune(const NeedleNet& net, const WeightMap& base
       const size_t n = std::min(size_t(opt.batch), train.size() - at);
       auto [ids, mask] = Batch(examples, train.data() + at, n);
       optimizer.zero_grad();
-      Tensor loss = NextTokenLoss(net.Logits(ids, Effective(net, base, lora, scale, opt)), ids, mask);
+      Tensor loss =
+          NextTokenLoss(net.Logits(ids, Effective(net, base, lora, scale, opt)), ids, mask);
       loss.backward();
       torch::nn::utils::clip_grad_norm_(params, opt.clip);
       optimizer.step();
       last = loss.item<double>();
-      if (progress && ((step + 1) % every == 0 || step + 1 == total)) progress(step + 1, total, last);
+      if (progress && ((step + 1) % every == 0 || step + 1 == total))
+        progress(step + 1, total, last);
     }
     report->epoch_train_loss.push_back(last);
     report->epoch_val_loss.push_back(
         MeanLoss(net, Effective(net, base, lora, scale, opt), examples, val, opt.batch));
   }
   report->val_loss_after = report->epoch_val_loss.back();
-  report->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  report->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   PeftAdapter out;
   out.rank = opt.rank;

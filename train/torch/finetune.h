@@ -20,16 +20,16 @@ namespace cact::train {
 
 struct FinetuneOptions {
   uint32_t rank = 16;
-  double alpha = 32;         // merge scale alpha / rank
+  double alpha = 32;  // merge scale alpha / rank
   int64_t epochs = 3;
   int64_t batch = 16;
-  double lr = 1e-4;          // peak; warmup max(1, steps/20) then cosine to 0
+  double lr = 1e-4;  // peak; warmup max(1, steps/20) then cosine to 0
   double weight_decay = 1e-4;
   double clip = 1.0;
-  double val_split = 0.1;    // held-out share of the examples (at least one stays for training)
+  double val_split = 0.1;  // held-out share of the examples (at least one stays for training)
   uint64_t seed = 0;
-  bool qat = true;           // forward on fake-quantized merged weights...
-  FakeQuantOptions widths;   // ...at the base file's widths
+  bool qat = true;          // forward on fake-quantized merged weights...
+  FakeQuantOptions widths;  // ...at the base file's widths
 };
 
 struct FinetuneReport {

@@ -110,8 +110,7 @@ std::pair<Tensor, Tensor> NeedleNet::Engram(uint32_t site, const Tensor& tokens,
       const uint32_t order = g_.engram_orders[per_order ? t / per_order : 0];
       Tensor acc = torch::full_like(tokens, int64_t(EngramHashSeed(t)));
       for (uint32_t j = 0; j < order; ++j) {
-        acc = torch::bitwise_and((acc ^ Shift(tokens, j)) * int64_t{16777619},
-                                 int64_t{4294967295});
+        acc = torch::bitwise_and((acc ^ Shift(tokens, j)) * int64_t{16777619}, int64_t{4294967295});
       }
       acc = acc ^ torch::floor_divide(acc, int64_t{1} << 15);  // acc >> 15 (acc >= 0)
       rows.push_back(torch::remainder(acc, int64_t(g_.engram_slots)) +
@@ -153,12 +152,13 @@ Tensor NeedleNet::Layer(uint32_t l, const Tensor& bx, const Tensor& cos, const T
   // query head h reads KV head h / G: group the query heads of one KV head together
   const int64_t G = KV ? H / KV : 1;
   Tensor qg = q.reshape({B, KV, G * T, hd});
-  Tensor scores = torch::matmul(qg, k.transpose(2, 3)).view({B, KV, G, T, T}) /
-                  std::sqrt(double(hd));
+  Tensor scores =
+      torch::matmul(qg, k.transpose(2, 3)).view({B, KV, G, T, T}) / std::sqrt(double(hd));
   Tensor probs = torch::softmax(scores + mask, -1).view({B, KV, G * T, T});
   Tensor o = torch::matmul(probs, v).view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
   o = o * torch::sigmoid(torch::matmul(h, Get(w, LayerName(l, "gate_proj")).t()));
-  o = Zcn(torch::matmul(o, Get(w, LayerName(l, "out_proj")).t()), Get(w, LayerName(l, "post_norm")));
+  o = Zcn(torch::matmul(o, Get(w, LayerName(l, "out_proj")).t()),
+          Get(w, LayerName(l, "post_norm")));
   Tensor x = bx + torch::sigmoid(Get(w, LayerName(l, "attn_gate"))) * o;
   // Hadamard MLP: z padded to N with zeros, so only the first D rows/columns of H act.
   Tensor walsh = WalshMatrix(N, x.scalar_type());
@@ -220,8 +220,8 @@ Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w,
     Tensor bx = u;
     if (int site = g_.EngramSiteAt(l); site >= 0) {
       const auto& [mk, mv] = memory[site];
-      Tensor alpha = torch::sigmoid(torch::sum(RmsUnit(u) * RmsUnit(mk), -1, true) /
-                                    std::sqrt(double(D)));
+      Tensor alpha =
+          torch::sigmoid(torch::sum(RmsUnit(u) * RmsUnit(mk), -1, true) / std::sqrt(double(D)));
       bx = u + alpha * mv;
     }
     Tensor x = Layer(l, bx, cos, sin, mask, w);
@@ -302,9 +302,9 @@ absl::StatusOr<WeightMap> FromSafetensors(const Safetensors& st, const Geometry&
     }
     std::vector<int64_t> want(s.shape.begin(), s.shape.end());
     if (it->second.sizes() != torch::IntArrayRef(want)) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": tensor '", s.name, "' has shape ",
-                                                     c10::str(it->second.sizes()), ", the geometry needs ",
-                                                     c10::str(torch::IntArrayRef(want))));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": tensor '", s.name, "' has shape ", c10::str(it->second.sizes()),
+                       ", the geometry needs ", c10::str(torch::IntArrayRef(want))));
     }
   }
   return w;

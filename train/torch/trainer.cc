@@ -14,8 +14,7 @@ namespace {
 using torch::Tensor;
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 // Linear warmup to the peak, then cosine decay to final_lr at the last step.
@@ -143,7 +142,8 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     if (eval && !heldout_tokens.empty()) {
       WeightMap scored = qat ? FakeQuantized(*weights, opt.qat) : *weights;
       // every curve point on the same chunks, so the curve compares like with like
-      p.heldout_loss = HeldoutLoss(net, scored, heldout_tokens, opt.seq, opt.bos_id, opt.eval_chunks);
+      p.heldout_loss =
+          HeldoutLoss(net, scored, heldout_tokens, opt.seq, opt.bos_id, opt.eval_chunks);
       if (last) {
         summary.final_heldout_loss =
             HeldoutLoss(net, scored, heldout_tokens, opt.seq, opt.bos_id, 0);

@@ -16,27 +16,27 @@
 namespace cact::train {
 
 struct TrainOptions {
-  int64_t steps = 1000;     // optimizer steps in all, the quantization-aware ones included
-  int64_t qat_steps = 0;    // the last qat_steps steps run on fake-quantized weights
-  int64_t warmup = 100;     // linear warmup steps
-  double lr = 3e-3;         // peak learning rate
-  double final_lr = 3e-4;   // cosine decay ends here at the last step
+  int64_t steps = 1000;       // optimizer steps in all, the quantization-aware ones included
+  int64_t qat_steps = 0;      // the last qat_steps steps run on fake-quantized weights
+  int64_t warmup = 100;       // linear warmup steps
+  double lr = 3e-3;           // peak learning rate
+  double final_lr = 3e-4;     // cosine decay ends here at the last step
   double weight_decay = 0.1;  // AdamW, matrices only (norms, gates, diagonals: none)
   double beta1 = 0.9, beta2 = 0.95;
-  double clip = 1.0;        // max global gradient norm
-  int64_t batch = 16;       // sequences per step
-  int64_t seq = 256;        // tokens per sequence: BOS + seq-1 tokens of the stream
-  uint64_t seed = 0;        // initial weights and window sampling
+  double clip = 1.0;         // max global gradient norm
+  int64_t batch = 16;        // sequences per step
+  int64_t seq = 256;         // tokens per sequence: BOS + seq-1 tokens of the stream
+  uint64_t seed = 0;         // initial weights and window sampling
   int64_t eval_every = 100;  // held-out loss every N steps (and at the end)
   int64_t eval_chunks = 32;  // held-out chunks of each curve point (0 = all); the final
                              // loss is over every held-out token given
   int32_t bos_id = 2;
-  FakeQuantOptions qat;     // the scheme the quantization-aware phase fakes
+  FakeQuantOptions qat;  // the scheme the quantization-aware phase fakes
 };
 
 struct CurvePoint {
   int64_t step = 0;
-  int64_t tokens = 0;         // training tokens seen so far
+  int64_t tokens = 0;  // training tokens seen so far
   double lr = 0;
   double train_loss = 0;      // mean over the steps since the previous point
   double heldout_loss = NAN;  // NaN when not evaluated at this point
