@@ -20,23 +20,6 @@ absl::StatusOr<std::string> ReadText(const std::string& path) {
   return std::string(reinterpret_cast<const char*>(bytes->data()), bytes->size());
 }
 
-absl::Status LoadTokenizer(const TrainingDataOptions& o, TrainingData* d) {
-  if (o.tokenizer_path.empty()) {
-    auto blob = SyntheticTokenizer(*FindSyntheticPreset("small"));
-    if (!blob.ok()) return blob.status();
-    d->tokenizer_blob = *blob;
-    d->tokenizer_source = "small_tokenizer.model (built in, 512 pieces)";
-    return absl::OkStatus();
-  }
-  auto bytes = FileBytes::Open(o.tokenizer_path);
-  if (!bytes.ok()) return bytes.status();
-  auto blob = ParseSentencePieceModel(bytes->span(), o.tokenizer_path);
-  if (!blob.ok()) return blob.status();
-  d->tokenizer_blob = *blob;
-  d->tokenizer_source = o.tokenizer_path;
-  return absl::OkStatus();
-}
-
 // Plain files: each training file is a document; the held-out files are one text.
 absl::Status LoadTextFiles(const TrainingDataOptions& o, std::vector<Document>* docs,
                            std::string* heldout) {
@@ -59,6 +42,34 @@ absl::Status LoadTextFiles(const TrainingDataOptions& o, std::vector<Document>* 
 
 }  // namespace
 
+absl::StatusOr<TrainingTokenizer> LoadTrainingTokenizer(const std::string& path) {
+  TrainingTokenizer t;
+  if (path.empty()) {
+    auto blob = SyntheticTokenizer(*FindSyntheticPreset("small"));
+    if (!blob.ok()) return blob.status();
+    t.blob = *blob;
+    t.source = "small_tokenizer.model (built in, 512 pieces)";
+    return t;
+  }
+  auto bytes = FileBytes::Open(path);
+  if (!bytes.ok()) return bytes.status();
+  auto blob = ParseSentencePieceModel(bytes->span(), path);
+  if (!blob.ok()) return blob.status();
+  t.blob = *blob;
+  t.source = path;
+  return t;
+}
+
+std::vector<int32_t> ScoredTokens(const Tokenizer& tok, std::string_view text, int64_t ctx,
+                                  int64_t max_chunks) {
+  std::vector<int32_t> all = tok.Encode(text);
+  std::vector<TextChunk> chunks = SplitIntoChunks(all.size(), uint32_t(ctx));
+  if (max_chunks > 0 && int64_t(chunks.size()) > max_chunks) chunks.resize(size_t(max_chunks));
+  if (chunks.empty()) return {};
+  all.resize(chunks.back().begin + chunks.back().size);
+  return all;
+}
+
 absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, const Geometry& g) {
   const int sources = int(!o.corpus.empty()) + int(!o.manifest.empty()) + int(!o.text.empty());
   if (sources != 1) {
@@ -68,7 +79,10 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, cons
   if (!o.heldout.empty() && o.text.empty())
     return absl::InvalidArgumentError("--heldout goes with --text (a corpus holds out its own)");
   TrainingData d;
-  if (absl::Status s = LoadTokenizer(o, &d); !s.ok()) return s;
+  auto tokenizer = LoadTrainingTokenizer(o.tokenizer_path);
+  if (!tokenizer.ok()) return tokenizer.status();
+  d.tokenizer_blob = std::move(tokenizer->blob);
+  d.tokenizer_source = std::move(tokenizer->source);
   auto tok = Tokenizer::FromBlob(d.tokenizer_blob);
   if (!tok.ok()) return tok.status();
   if (uint32_t(tok->vocab_size()) != g.vocab) {
@@ -96,13 +110,7 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, cons
   TokenStreams streams = TokenizeDocuments(*tok, docs);
   d.train = std::move(streams.train);
   if (d.train.empty()) return absl::InvalidArgumentError("the corpus has no training text");
-  // The scored tokens, exactly as `cact-run perplexity -f heldout.txt --ctx C --chunks N`.
-  std::vector<int32_t> all = tok->Encode(d.heldout_text);
-  std::vector<TextChunk> chunks = SplitIntoChunks(all.size(), uint32_t(o.ctx));
-  if (o.heldout_chunks > 0 && int64_t(chunks.size()) > o.heldout_chunks)
-    chunks.resize(size_t(o.heldout_chunks));
-  if (!chunks.empty())
-    d.heldout.assign(all.begin(), all.begin() + (chunks.back().begin + chunks.back().size));
+  d.heldout = ScoredTokens(*tok, d.heldout_text, o.ctx, o.heldout_chunks);
   if (!d.heldout.empty()) {
     auto ppl = UnigramPerplexity(d.train, d.heldout, int32_t(g.vocab));
     if (!ppl.ok()) return ppl.status();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/tokenizer.h"
 #include "formats/cact/header.h"
 #include "formats/tokenizer_blob.h"
 #include "train/corpus.h"
@@ -37,5 +38,17 @@ struct TrainingData {
 };
 
 absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, const Geometry& g);
+
+struct TrainingTokenizer {
+  TokenizerBlob blob;
+  std::string source;
+};
+// A SentencePiece .model, or the built-in 512-piece Debian tokenizer for an empty path.
+absl::StatusOr<TrainingTokenizer> LoadTrainingTokenizer(const std::string& path);
+
+// The tokens `cact-run perplexity -f TEXT --ctx ctx --chunks max_chunks` scores: Encode(text)
+// cut to its first max_chunks chunks of ctx-1 tokens (0 = all).
+std::vector<int32_t> ScoredTokens(const Tokenizer& tok, std::string_view text, int64_t ctx,
+                                  int64_t max_chunks);
 
 }  // namespace cact::train

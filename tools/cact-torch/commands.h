@@ -14,14 +14,21 @@ namespace cact::torch_tool {
 // One line on stderr ("cact-torch: ..."), exit code 2 (main.cc).
 int Fail(const absl::Status& s);
 
-class TrainCommand {
+// A subcommand: Add registers its flags on the app, Run executes it once parsed.
+class Subcommand {
+ public:
+  bool chosen() const { return sub_ && sub_->parsed(); }
+
+ protected:
+  CLI::App* sub_ = nullptr;
+};
+
+class TrainCommand : public Subcommand {
  public:
   void Add(CLI::App& app);
-  bool chosen() const { return sub_ && sub_->parsed(); }
   int Run();
 
  private:
-  CLI::App* sub_ = nullptr;
   train::TrainingDataOptions data_;
   train::TrainOptions opt_;
   std::string geometry_ = "reference", output_, scheme_ = "embedding=4,mhc=4,default=2";
@@ -29,14 +36,12 @@ class TrainCommand {
   bool quiet_ = false;
 };
 
-class FinetuneCommand {
+class FinetuneCommand : public Subcommand {
  public:
   void Add(CLI::App& app);
-  bool chosen() const { return sub_ && sub_->parsed(); }
   int Run();
 
  private:
-  CLI::App* sub_ = nullptr;
   train::FinetuneOptions opt_;
   std::string base_, data_, output_;
   size_t max_len_ = 1024;
@@ -46,14 +51,12 @@ class FinetuneCommand {
 
 // FP32 (or fake-quantized) perplexity of float weights, on the tokens `cact-run perplexity`
 // scores: the reference point of the quality tables.
-class EvalCommand {
+class EvalCommand : public Subcommand {
  public:
   void Add(CLI::App& app);
-  bool chosen() const { return sub_ && sub_->parsed(); }
   int Run();
 
  private:
-  CLI::App* sub_ = nullptr;
   std::string weights_, text_, tokenizer_, fake_quant_;
   int64_t ctx_ = 256, chunks_ = 0;
   int threads_ = 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "engine/tokenizer.h"
 #include "engine/torchscript/blas_threads.h"
 #include "formats/safetensors.h"
 #include "lib/file_bytes.h"
@@ -42,14 +43,20 @@ int EvalCommand::Run() {
   if (!g.ok()) return Fail(g.status());
   auto weights = train::FromSafetensors(*st, *g, weights_);
   if (!weights.ok()) return Fail(weights.status());
-  train::TrainingDataOptions o;
-  o.tokenizer_path = tokenizer_;
-  o.text = {text_};  // unused for scoring; LoadTrainingData needs a training source
-  o.heldout = {text_};
-  o.ctx = ctx_;
-  o.heldout_chunks = chunks_;
-  auto data = train::LoadTrainingData(o, *g);
-  if (!data.ok()) return Fail(data.status());
+  auto tokenizer = train::LoadTrainingTokenizer(tokenizer_);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  auto tok = Tokenizer::FromBlob(tokenizer->blob);
+  if (!tok.ok()) return Fail(tok.status());
+  if (uint32_t(tok->vocab_size()) != g->vocab) {
+    return Fail(absl::InvalidArgumentError(
+        absl::StrFormat("tokenizer %s has %d pieces; %s has vocab %d", tokenizer->source,
+                        tok->vocab_size(), weights_, g->vocab)));
+  }
+  auto text = FileBytes::Open(text_);
+  if (!text.ok()) return Fail(text.status());
+  const std::vector<int32_t> tokens = train::ScoredTokens(
+      *tok, std::string_view(reinterpret_cast<const char*>(text->data()), text->size()), ctx_,
+      chunks_);
   const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
   torch::set_num_threads(pools.total);
   train::WeightMap w = *weights;
@@ -62,19 +69,16 @@ int EvalCommand::Run() {
     w = train::FakeQuantized(w, fq);
   }
   train::NeedleNet net(*g);
-  const double loss = train::HeldoutLoss(net, w, data->heldout, ctx_, data->bos_id);
+  const double loss = train::HeldoutLoss(net, w, tokens, ctx_, tok->bos_id());
   if (json_) {
-    nlohmann::ordered_json j{{"weights", weights_},
-                             {"file", text_},
-                             {"ctx", ctx_},
-                             {"tokens", data->heldout.size()},
-                             {"nll_mean", loss},
-                             {"ppl", std::exp(loss)},
-                             {"fake_quant", fake_quant_}};
+    nlohmann::ordered_json j{
+        {"weights", weights_},      {"file", text_},    {"ctx", ctx_},
+        {"tokens", tokens.size()},  {"nll_mean", loss}, {"ppl", std::exp(loss)},
+        {"fake_quant", fake_quant_}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf(
-        "%s: %zu tokens, mean NLL %.6f, PPL %.4f%s\n", weights_.c_str(), data->heldout.size(), loss,
+        "%s: %zu tokens, mean NLL %.6f, PPL %.4f%s\n", weights_.c_str(), tokens.size(), loss,
         std::exp(loss),
         fake_quant_.empty() ? " (FP32)" : (" (fake-quantized " + fake_quant_ + ")").c_str());
   }

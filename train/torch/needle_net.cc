@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/torchscript/needle_script.h"  // EngramHashSeed
 #include "formats/cact/layout.h"
 
 namespace cact::train {
@@ -88,10 +89,6 @@ Tensor LaneSum(const Tensor& c, const Lanes& lanes) {
   return acc;
 }
 
-uint64_t EngramHashSeed(uint32_t table) {
-  return (uint64_t{0x9E3779B9} * (uint64_t(table) + 1)) & 0xFFFFFFFFu;
-}
-
 }  // namespace
 
 std::pair<Tensor, Tensor> NeedleNet::Engram(uint32_t site, const Tensor& tokens,
@@ -108,7 +105,7 @@ std::pair<Tensor, Tensor> NeedleNet::Engram(uint32_t site, const Tensor& tokens,
     torch::NoGradGuard no_grad;
     for (uint32_t t = 0; t < g_.num_engram_tables; ++t) {
       const uint32_t order = g_.engram_orders[per_order ? t / per_order : 0];
-      Tensor acc = torch::full_like(tokens, int64_t(EngramHashSeed(t)));
+      Tensor acc = torch::full_like(tokens, int64_t(torchscript::EngramHashSeed(t)));
       for (uint32_t j = 0; j < order; ++j) {
         acc = torch::bitwise_and((acc ^ Shift(tokens, j)) * int64_t{16777619}, int64_t{4294967295});
       }
@@ -137,7 +134,7 @@ std::pair<Tensor, Tensor> NeedleNet::Engram(uint32_t site, const Tensor& tokens,
 }
 
 Tensor NeedleNet::Layer(uint32_t l, const Tensor& bx, const Tensor& cos, const Tensor& sin,
-                        const Tensor& mask, const WeightMap& w) const {
+                        const Tensor& mask, const Tensor& walsh, const WeightMap& w) const {
   const int64_t B = bx.size(0), T = bx.size(1);
   const int64_t H = g_.num_heads, KV = g_.num_kv_heads, hd = g_.head_dim;
   const int64_t D = g_.d_model, N = g_.hada_n;
@@ -161,7 +158,6 @@ Tensor NeedleNet::Layer(uint32_t l, const Tensor& bx, const Tensor& cos, const T
           Get(w, LayerName(l, "post_norm")));
   Tensor x = bx + torch::sigmoid(Get(w, LayerName(l, "attn_gate"))) * o;
   // Hadamard MLP: z padded to N with zeros, so only the first D rows/columns of H act.
-  Tensor walsh = WalshMatrix(N, x.scalar_type());
   const double inv_sqrt_n = 1.0 / std::sqrt(double(N));
   Tensor z = Zcn(x, Get(w, LayerName(l, "pre_hada")));
   Tensor d1 = Get(w, LayerName(l, "d1")), d3 = Get(w, LayerName(l, "d3"));
@@ -183,6 +179,7 @@ Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w,
   auto [cos, sin] = RopeTables(T, g_, dtype);
   // [1, 1, T, T] against scores [B, KV, G, T, T]
   Tensor mask = AttentionMask(T, window, dtype);
+  const Tensor walsh = WalshMatrix(g_.hada_n, dtype);  // shared by every layer
   std::vector<std::pair<Tensor, Tensor>> memory;
   for (uint32_t s = 0; s < g_.num_engram_sites; ++s) memory.push_back(Engram(s, tokens, w));
 
@@ -224,7 +221,7 @@ Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w,
           torch::sigmoid(torch::sum(RmsUnit(u) * RmsUnit(mk), -1, true) / std::sqrt(double(D)));
       bx = u + alpha * mv;
     }
-    Tensor x = Layer(l, bx, cos, sin, mask, w);
+    Tensor x = Layer(l, bx, cos, sin, mask, walsh, w);
     // the update is taken against u, the value before the engram injection
     Tensor delta = x - u;
     Lanes next;

@@ -41,7 +41,7 @@ class NeedleNet {
  private:
   torch::Tensor Layer(uint32_t l, const torch::Tensor& bx, const torch::Tensor& cos,
                       const torch::Tensor& sin, const torch::Tensor& mask,
-                      const WeightMap& w) const;
+                      const torch::Tensor& walsh, const WeightMap& w) const;
   std::pair<torch::Tensor, torch::Tensor> Engram(uint32_t site, const torch::Tensor& tokens,
                                                  const WeightMap& w) const;
   Geometry g_;
