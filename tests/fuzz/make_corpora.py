@@ -103,6 +103,10 @@ for i, s in enumerate(["embedding=4,mhc=4,default=2", "default=2", "embedding=4,
                        "a=2,,default=4", "layer03.q_proj=4,default=2", "mhc=5,default=2", "default=2,default=3"]):
     put("fuzz_scheme", "scheme_%02d" % i, s.encode())
 
+for i, s in enumerate(["reference", "tiny", "reference,layers=8,d=384", "tiny,sites=0+1",
+                       "reference,heads=8,kv_heads=2,head_dim=32", "tiny,lanes=2,slots=64", "x,d=1"]):
+    put("fuzz_geometry_spec", "geometry_%02d" % i, s.encode())
+
 # Fine-tuning JSONL: the unit test's examples (every rendering case) split into small files.
 with open(os.path.join(root, "tests", "train", "finetune_examples.jsonl"), "rb") as f:
     examples = [l for l in f.read().splitlines(keepends=True) if len(l) < 2000]
