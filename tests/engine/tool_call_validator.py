@@ -29,6 +29,17 @@ What is independent about it
   integer enum member needs an integer literal).
 * The tools file itself is checked against the supported subset independently (refusals
   name the tool and the keyword), so the data in data/ is self-consistent.
+
+Choices where the subset leaves room (strictest reading that a correct grammar still meets)
+* Think block: `<think>` + any text without `</think>` (and without the stop token) +
+  `</think>\\n`; the text need not start or end with a newline.
+* A typed object schema without `properties` (or with additionalProperties true/a schema)
+  accepts only `{}` / the declared keys; an untyped schema with no enum/const is any value.
+* `parameters` must say "type": "object"; a missing type is refused like any other type.
+* enum/const numbers compare by exact decimal value (3.50 matches 3.5), but an enum member
+  written as an integer needs an integer literal (2.0 does not match 2).
+* Reported tool_calls are compared as JSON values (key order ignored, 1 == 1.0, true != 1).
+* Numbers overflowing a double (1e400) are refused.
 """
 import json
 import sys
