@@ -113,8 +113,11 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
                                    const std::function<void(std::string_view)>& on_text) {
   RunResult r;
   Stopwatch clock;
-  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> model_ptr, Model::Open(req.model_path));
-  const Model& model = *model_ptr;
+  std::unique_ptr<Model> opened;
+  if (!req.model) {
+    CACT_ASSIGN_OR_RETURN(opened, Model::Open(req.model_path));
+  }
+  const Model& model = req.model ? *req.model : *opened;
   r.timings.open_ms = clock.Millis();
 
   clock.Reset();
@@ -179,8 +182,9 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   std::vector<float> last(logits.end() - V, logits.end());
   Stopwatch decode_clock;
   for (uint32_t i = 0; i < req.max_new_tokens; ++i) {
-    const int32_t next = sampler.Sample(last);
+    const int32_t next = req.choose_next ? req.choose_next(last) : sampler.Sample(last);
     if (i == 0) r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
+    if (next < 0) break;
     if (!req.ignore_eos && (next == eos || (prompt.chat && next == im_end))) break;
     r.generated_ids.push_back(next);
     stream.Add(next, r.generated_ids);

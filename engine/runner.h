@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,12 @@ struct RunRequest {
   bool last_only = false;
   std::string dump_hidden_dir;  // DIR/hidden.npy: lane mean after each layer [L, T, d]
   bool probes = false;          // compute the probe heads over the fed tokens
+
+  // Library callers that already hold the model pass it here (model_path is then unused).
+  const Model* model = nullptr;
+  // When set, picks every generated token from the last logits instead of the sampler (the
+  // tool-call grammar: engine/tool_call_decoder.h); -1 ends the generation.
+  std::function<int32_t(std::span<const float>)> choose_next;
 
   bool validate = false;  // reference vs `path` (fast by default) on the prompt + decode
   uint32_t validate_steps = 64;

@@ -22,5 +22,9 @@ set(CACT_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/row_decode.cc
   ${CMAKE_CURRENT_LIST_DIR}/runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/sampler.cc
+  ${CMAKE_CURRENT_LIST_DIR}/token_mask.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tool_call_decoder.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tool_call_grammar.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tool_schema.cc
   ${CMAKE_CURRENT_LIST_DIR}/validate.cc
 )

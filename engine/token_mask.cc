@@ -1,0 +1,189 @@
+#include "engine/token_mask.h"
+
+#include <algorithm>
+
+namespace cact {
+namespace {
+
+constexpr std::string_view kWordBoundary = "\xE2\x96\x81";  // U+2581
+
+// Code points of `s` if it is characters a JSON string may hold as they are: complete,
+// well-formed UTF-8 (no overlongs, no surrogates), no quote, backslash or control byte.
+// -1 otherwise.
+int64_t PlainStringChars(std::string_view s) {
+  int64_t chars = 0;
+  for (size_t i = 0; i < s.size();) {
+    const uint8_t c = uint8_t(s[i]);
+    size_t len = 1;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (c < 0x80) {
+      if (c < 0x20 || c == '"' || c == '\\') return -1;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return -1;
+    }
+    if (i + len > s.size()) return -1;
+    for (size_t k = 1; k < len; ++k) {
+      const uint8_t b = uint8_t(s[i + k]);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return -1;
+    }
+    i += len;
+    ++chars;
+  }
+  return chars;
+}
+
+std::string TokenBytes(const TokenizerPiece& piece) {
+  switch (piece.type) {
+    case PieceType::kControl:
+    case PieceType::kUnknown: return {};
+    case PieceType::kByte: {
+      // "<0xAB>"
+      const std::string& s = piece.surface;
+      if (s.size() != 6) return {};
+      return std::string(1, char(std::stoi(s.substr(3, 2), nullptr, 16)));
+    }
+    case PieceType::kUserDefined: return piece.surface;
+    case PieceType::kNormal: break;
+  }
+  std::string out;
+  std::string_view s = piece.surface;
+  for (size_t i = 0; i < s.size();) {
+    if (s.substr(i, kWordBoundary.size()) == kWordBoundary) {
+      out += ' ';
+      i += kWordBoundary.size();
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+VocabularyTrie::VocabularyTrie(const Tokenizer& tokenizer) {
+  const auto& pieces = tokenizer.blob().pieces;
+  nodes_.emplace_back();
+  extra_.emplace_back();
+  root_child_.assign(256, 0);
+  bytes_.reserve(pieces.size());
+  for (const TokenizerPiece& p : pieces) bytes_.push_back(TokenBytes(p));
+  for (int32_t id = 0; id < int32_t(bytes_.size()); ++id) {
+    const std::string& b = bytes_[id];
+    if (b.empty()) continue;
+    uint32_t node = 0;
+    for (char c : b) node = AddChild(node, uint8_t(c));
+    Node& n = nodes_[node];
+    const bool is_byte = pieces[id].type == PieceType::kByte;
+    if (n.token < 0) {
+      n.token = id;
+    } else {
+      // Keep a normal piece as the node's own token (it is what the tokenizer writes).
+      int32_t other = id;
+      if (pieces[n.token].type == PieceType::kByte && !is_byte) std::swap(other, n.token);
+      if (!n.extra_tokens) {
+        n.extra_tokens = uint32_t(extra_.size());
+        extra_.emplace_back();
+      }
+      extra_[n.extra_tokens].push_back(other);
+    }
+    const int64_t chars = PlainStringChars(b);
+    if (chars >= 0) {
+      plain_string_.push_back(id);
+      plain_string_chars_.push_back(uint32_t(chars));
+    } else {
+      other_string_.push_back(id);
+    }
+    (b.find('<') == std::string::npos ? no_angle_ : with_angle_).push_back(id);
+  }
+}
+
+uint32_t VocabularyTrie::Child(uint32_t node, uint8_t byte) const {
+  if (node == 0) return root_child_[byte];
+  for (uint32_t c = nodes_[node].first_child; c; c = nodes_[c].next_sibling)
+    if (nodes_[c].byte == byte) return c;
+  return 0;
+}
+
+uint32_t VocabularyTrie::AddChild(uint32_t node, uint8_t byte) {
+  if (uint32_t c = Child(node, byte)) return c;
+  const uint32_t c = uint32_t(nodes_.size());
+  Node n;
+  n.byte = byte;
+  n.next_sibling = nodes_[node].first_child;
+  nodes_.push_back(n);
+  nodes_[node].first_child = c;
+  if (node == 0) root_child_[byte] = c;
+  return c;
+}
+
+std::vector<int32_t> VocabularyTrie::GreedyTokens(std::string_view text) const {
+  std::vector<int32_t> out;
+  for (size_t i = 0; i < text.size();) {
+    int32_t best = -1;
+    size_t best_len = 0;
+    uint32_t node = 0;
+    for (size_t k = i; k < text.size(); ++k) {
+      node = Child(node, uint8_t(text[k]));
+      if (!node) break;
+      if (nodes_[node].token >= 0) {
+        best = nodes_[node].token;
+        best_len = k + 1 - i;
+      }
+    }
+    if (best < 0) return {};
+    out.push_back(best);
+    i += best_len;
+  }
+  return out;
+}
+
+void TokenMasker::Try(const std::vector<int32_t>& tokens, const GrammarState& state,
+                      uint8_t* allowed) const {
+  for (int32_t t : tokens) {
+    GrammarState s = state;
+    if (s.Feed(trie_.bytes(t))) allowed[t] = 1;
+  }
+}
+
+void TokenMasker::Walk(uint32_t node, const GrammarState& state, uint8_t* allowed) const {
+  const auto& nodes = trie_.nodes_;
+  for (uint32_t c = nodes[node].first_child; c; c = nodes[c].next_sibling) {
+    GrammarState next = state;
+    if (!next.Feed(nodes[c].byte)) continue;
+    if (nodes[c].token >= 0) allowed[nodes[c].token] = 1;
+    if (nodes[c].extra_tokens)
+      for (int32_t t : trie_.extra_[nodes[c].extra_tokens]) allowed[t] = 1;
+    if (nodes[c].first_child) Walk(c, next, allowed);
+  }
+}
+
+void TokenMasker::Allowed(const GrammarState& state, std::vector<uint8_t>* allowed) const {
+  allowed->assign(size_t(trie_.vocab_size()), 0);
+  uint8_t* a = allowed->data();
+  switch (state.context()) {
+    case GrammarState::Context::kThinkText:
+      for (int32_t t : trie_.no_angle_) a[t] = 1;
+      Try(trie_.with_angle_, state, a);
+      return;
+    case GrammarState::Context::kStringBody: {
+      const uint32_t room = state.string_room();
+      for (size_t i = 0; i < trie_.plain_string_.size(); ++i)
+        if (trie_.plain_string_chars_[i] <= room) a[trie_.plain_string_[i]] = 1;
+      Try(trie_.other_string_, state, a);
+      return;
+    }
+    case GrammarState::Context::kStructure: Walk(0, state, a); return;
+  }
+}
+
+}  // namespace cact
