@@ -22,5 +22,6 @@ set(CACT_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/row_decode.cc
   ${CMAKE_CURRENT_LIST_DIR}/runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/sampler.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tool_retrieval.cc
   ${CMAKE_CURRENT_LIST_DIR}/validate.cc
 )
