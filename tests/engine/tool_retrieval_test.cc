@@ -201,6 +201,17 @@ TEST(ToolRetrieval, ContrastiveEmbeddingOnTheOddFixture) {
   for (size_t i = 0; i < emb->size(); ++i)
     EXPECT_NEAR((*emb)[i], official->retrieval[i], 1e-4) << i;
 
+  // s1 contains PAD, which the head must leave out.
+  const std::vector<int32_t> s1 = FixtureTokens("odd", "s1");
+  NpyArray hidden1 = LoadNpy(Fixture("odd", "hidden_s1.npy"));
+  auto official1 = ComputeProbeHeads(model, s1, hidden1.data);
+  ASSERT_TRUE(official1.ok()) << official1.status();
+  auto emb1 = ContrastiveEmbedding(model, "ref", s1);
+  ASSERT_TRUE(emb1.ok()) << emb1.status();
+  ASSERT_EQ(emb1->size(), official1->retrieval.size());
+  for (size_t i = 0; i < emb1->size(); ++i)
+    EXPECT_NEAR((*emb1)[i], official1->retrieval[i], 1e-4) << i;
+
   // Tools embedded from different token sequences; the query is one of them.
   std::vector<std::vector<int32_t>> tool_tokens = {
       {s2.begin(), s2.begin() + long(s2.size() / 2)}, s2, FixtureTokens("odd", "s1")};
