@@ -187,30 +187,29 @@ TEST(ToolRetrieval, EmbeddingRankingIsTheDotProduct) {
   EXPECT_FALSE(RankToolsByEmbedding(q, bad).ok());
 }
 
+// The probe heads of the odd fixture on the official hidden states of sequence `seq`.
+ProbeOutputs OfficialProbes(const std::string& seq) {
+  NpyArray hidden = LoadNpy(Fixture("odd", "hidden_" + seq + ".npy"));
+  auto out = ComputeProbeHeads(FixtureModel("odd"), FixtureTokens("odd", seq), hidden.data);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : ProbeOutputs{};
+}
+
 TEST(ToolRetrieval, ContrastiveEmbeddingOnTheOddFixture) {
   const Model& model = FixtureModel("odd");
+  // Against the probe heads on the official hidden states of the same tokens; s1 contains
+  // PAD, which the head must leave out.
+  for (const std::string seq : {"s1", "s2"}) {
+    const std::vector<float> want = OfficialProbes(seq).retrieval;
+    auto got = ContrastiveEmbedding(model, "ref", FixtureTokens("odd", seq));
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ(got->size(), want.size());
+    ASSERT_FALSE(got->empty());
+    for (size_t i = 0; i < got->size(); ++i) EXPECT_NEAR((*got)[i], want[i], 1e-4) << seq << i;
+  }
   const std::vector<int32_t> s2 = FixtureTokens("odd", "s2");
-  // Against the probe heads on the official hidden states of the same tokens.
-  NpyArray hidden = LoadNpy(Fixture("odd", "hidden_s2.npy"));
-  auto official = ComputeProbeHeads(model, s2, hidden.data);
-  ASSERT_TRUE(official.ok()) << official.status();
   auto emb = ContrastiveEmbedding(model, "ref", s2);
-  ASSERT_TRUE(emb.ok()) << emb.status();
-  ASSERT_EQ(emb->size(), official->retrieval.size());
-  ASSERT_FALSE(emb->empty());
-  for (size_t i = 0; i < emb->size(); ++i)
-    EXPECT_NEAR((*emb)[i], official->retrieval[i], 1e-4) << i;
-
-  // s1 contains PAD, which the head must leave out.
-  const std::vector<int32_t> s1 = FixtureTokens("odd", "s1");
-  NpyArray hidden1 = LoadNpy(Fixture("odd", "hidden_s1.npy"));
-  auto official1 = ComputeProbeHeads(model, s1, hidden1.data);
-  ASSERT_TRUE(official1.ok()) << official1.status();
-  auto emb1 = ContrastiveEmbedding(model, "ref", s1);
-  ASSERT_TRUE(emb1.ok()) << emb1.status();
-  ASSERT_EQ(emb1->size(), official1->retrieval.size());
-  for (size_t i = 0; i < emb1->size(); ++i)
-    EXPECT_NEAR((*emb1)[i], official1->retrieval[i], 1e-4) << i;
+  ASSERT_TRUE(emb.ok());
 
   // Tools embedded from different token sequences; the query is one of them.
   std::vector<std::vector<int32_t>> tool_tokens = {
@@ -243,14 +242,12 @@ TEST(ToolRetrieval, ContrastiveEmbeddingOnTheOddFixture) {
 
 TEST(ToolRetrieval, CallConfidenceOnTheOddFixture) {
   const Model& model = FixtureModel("odd");
-  const std::vector<int32_t> s2 = FixtureTokens("odd", "s2");
-  NpyArray hidden = LoadNpy(Fixture("odd", "hidden_s2.npy"));
-  auto official = ComputeProbeHeads(model, s2, hidden.data);
-  ASSERT_TRUE(official.ok() && official->has_confidence);
-  auto c = ScoreCallConfidence(model, "ref", s2);
+  const ProbeOutputs official = OfficialProbes("s2");
+  ASSERT_TRUE(official.has_confidence);
+  auto c = ScoreCallConfidence(model, "ref", FixtureTokens("odd", "s2"));
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_NEAR(c->logit, official->confidence, 1e-4);
-  EXPECT_NEAR(c->probability, 1.0 / (1.0 + std::exp(-double(official->confidence))), 1e-5);
+  EXPECT_NEAR(c->logit, official.confidence, 1e-4);
+  EXPECT_NEAR(c->probability, 1.0 / (1.0 + std::exp(-double(official.confidence))), 1e-5);
   EXPECT_GT(c->probability, 0.0);
   EXPECT_LT(c->probability, 1.0);
 }
