@@ -26,5 +26,6 @@ set(CACT_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_decoder.cc
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_grammar.cc
   ${CMAKE_CURRENT_LIST_DIR}/tool_schema.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tool_retrieval.cc
   ${CMAKE_CURRENT_LIST_DIR}/validate.cc
 )
