@@ -185,7 +185,10 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     const int32_t next = req.choose_next ? req.choose_next(last) : sampler.Sample(last);
     if (i == 0) r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
     if (next < 0) break;
-    if (!req.ignore_eos && (next == eos || (prompt.chat && next == im_end))) break;
+    if (!req.ignore_eos && (next == eos || (prompt.chat && next == im_end))) {
+      r.stopped_by = next;
+      break;
+    }
     r.generated_ids.push_back(next);
     stream.Add(next, r.generated_ids);
     if (i + 1 == req.max_new_tokens || fwd.position() >= model.max_seq_len()) break;

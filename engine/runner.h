@@ -71,6 +71,7 @@ struct RunResult {
   uint32_t window = 0, sink = 0;
   int threads = 1;  // of the path that ran (with --validate: of the checked path)
   std::vector<int32_t> prompt_ids, generated_ids;
+  int32_t stopped_by = -1;  // the token that ended generation (EOS, <|im_end|>), else -1
   std::string text;  // decoded generation (empty without a tokenizer-driven run)
   RunTimings timings;
   std::optional<ProbeOutputs> probes;

@@ -25,6 +25,7 @@ set(CACT_ENGINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/token_mask.cc
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_decoder.cc
   ${CMAKE_CURRENT_LIST_DIR}/tool_call_grammar.cc
+  ${CMAKE_CURRENT_LIST_DIR}/tool_call_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/tool_schema.cc
   ${CMAKE_CURRENT_LIST_DIR}/tool_retrieval.cc
   ${CMAKE_CURRENT_LIST_DIR}/validate.cc

@@ -7,17 +7,16 @@ namespace {
 
 constexpr std::string_view kWordBoundary = "\xE2\x96\x81";  // U+2581
 
-// Code points of `s` if it is characters a JSON string may hold as they are: complete,
-// well-formed UTF-8 (no overlongs, no surrogates), no quote, backslash or control byte.
-// -1 otherwise.
-int64_t PlainStringChars(std::string_view s) {
+// Code points of `s` if it is complete, well-formed UTF-8 (no overlongs, no surrogates)
+// without any byte of `excluded` (ASCII); -1 otherwise.
+int64_t WholeCharacters(std::string_view s, bool (*excluded)(uint8_t)) {
   int64_t chars = 0;
   for (size_t i = 0; i < s.size();) {
     const uint8_t c = uint8_t(s[i]);
     size_t len = 1;
     uint8_t lo = 0x80, hi = 0xBF;
     if (c < 0x80) {
-      if (c < 0x20 || c == '"' || c == '\\') return -1;
+      if (excluded(c)) return -1;
     } else if (c >= 0xC2 && c <= 0xDF) {
       len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
@@ -41,6 +40,10 @@ int64_t PlainStringChars(std::string_view s) {
   }
   return chars;
 }
+
+// What a JSON string cannot hold as it is, and what free think text must not contain.
+bool NotInJsonString(uint8_t c) { return c < 0x20 || c == '"' || c == '\\'; }
+bool NotInThinkText(uint8_t c) { return c == '<'; }
 
 std::string TokenBytes(const TokenizerPiece& piece) {
   switch (piece.type) {
@@ -96,14 +99,14 @@ VocabularyTrie::VocabularyTrie(const Tokenizer& tokenizer) {
       }
       extra_[n.extra_tokens].push_back(other);
     }
-    const int64_t chars = PlainStringChars(b);
+    const int64_t chars = WholeCharacters(b, NotInJsonString);
     if (chars >= 0) {
       plain_string_.push_back(id);
       plain_string_chars_.push_back(uint32_t(chars));
     } else {
       other_string_.push_back(id);
     }
-    (b.find('<') == std::string::npos ? no_angle_ : with_angle_).push_back(id);
+    (WholeCharacters(b, NotInThinkText) >= 0 ? plain_think_ : other_think_).push_back(id);
   }
 }
 
@@ -151,35 +154,35 @@ void TokenMasker::Try(const std::vector<int32_t>& tokens, const GrammarState& st
                       uint8_t* allowed) const {
   for (int32_t t : tokens) {
     GrammarState s = state;
-    if (s.Feed(trie_.bytes(t))) allowed[t] = 1;
+    if (s.Feed(trie_->bytes(t))) allowed[t] = 1;
   }
 }
 
 void TokenMasker::Walk(uint32_t node, const GrammarState& state, uint8_t* allowed) const {
-  const auto& nodes = trie_.nodes_;
+  const auto& nodes = trie_->nodes_;
   for (uint32_t c = nodes[node].first_child; c; c = nodes[c].next_sibling) {
     GrammarState next = state;
     if (!next.Feed(nodes[c].byte)) continue;
     if (nodes[c].token >= 0) allowed[nodes[c].token] = 1;
     if (nodes[c].extra_tokens)
-      for (int32_t t : trie_.extra_[nodes[c].extra_tokens]) allowed[t] = 1;
+      for (int32_t t : trie_->extra_[nodes[c].extra_tokens]) allowed[t] = 1;
     if (nodes[c].first_child) Walk(c, next, allowed);
   }
 }
 
 void TokenMasker::Allowed(const GrammarState& state, std::vector<uint8_t>* allowed) const {
-  allowed->assign(size_t(trie_.vocab_size()), 0);
+  allowed->assign(size_t(trie_->vocab_size()), 0);
   uint8_t* a = allowed->data();
   switch (state.context()) {
     case GrammarState::Context::kThinkText:
-      for (int32_t t : trie_.no_angle_) a[t] = 1;
-      Try(trie_.with_angle_, state, a);
+      for (int32_t t : trie_->plain_think_) a[t] = 1;
+      Try(trie_->other_think_, state, a);
       return;
     case GrammarState::Context::kStringBody: {
       const uint32_t room = state.string_room();
-      for (size_t i = 0; i < trie_.plain_string_.size(); ++i)
-        if (trie_.plain_string_chars_[i] <= room) a[trie_.plain_string_[i]] = 1;
-      Try(trie_.other_string_, state, a);
+      for (size_t i = 0; i < trie_->plain_string_.size(); ++i)
+        if (trie_->plain_string_chars_[i] <= room) a[trie_->plain_string_[i]] = 1;
+      Try(trie_->other_string_, state, a);
       return;
     }
     case GrammarState::Context::kStructure: Walk(0, state, a); return;

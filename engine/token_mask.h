@@ -2,7 +2,7 @@
 // in a trie, walked together with a GrammarState so a shared prefix is checked once.
 // Two contexts skip the walk: inside a JSON string body every token of plain characters
 // is allowed (only tokens with a quote, backslash, control byte or a partial UTF-8 sequence
-// are tried), and in free think text every token without '<' is allowed.
+// are tried), and in free think text every token of whole characters without '<' is.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -42,22 +42,23 @@ class VocabularyTrie {
   std::vector<Node> nodes_;
   std::vector<std::vector<int32_t>> extra_;  // [0] unused
   std::vector<uint32_t> root_child_;         // 256 entries: the root's children by byte
-  // Context shortcuts: tokens of plain string characters (with their code point counts),
-  // the other answer tokens, tokens without '<' and those with one.
-  std::vector<int32_t> plain_string_, other_string_, no_angle_, with_angle_;
+  // Context shortcuts: tokens of plain string characters (with their code point counts) and
+  // the other answer tokens; tokens of whole UTF-8 characters without '<' (free think text)
+  // and the others.
+  std::vector<int32_t> plain_string_, other_string_, plain_think_, other_think_;
   std::vector<uint32_t> plain_string_chars_;
 };
 
 class TokenMasker {
  public:
-  explicit TokenMasker(const VocabularyTrie& trie) : trie_(trie) {}
+  explicit TokenMasker(const VocabularyTrie& trie) : trie_(&trie) {}
   // allowed[t] = 1 iff writing token t keeps the answer a valid prefix (sized to the vocab).
   void Allowed(const GrammarState& state, std::vector<uint8_t>* allowed) const;
 
  private:
   void Walk(uint32_t node, const GrammarState& state, uint8_t* allowed) const;
   void Try(const std::vector<int32_t>& tokens, const GrammarState& state, uint8_t* allowed) const;
-  const VocabularyTrie& trie_;
+  const VocabularyTrie* trie_;
 };
 
 }  // namespace cact

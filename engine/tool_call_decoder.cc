@@ -44,6 +44,7 @@ void ToolCallDecoder::Accept(int32_t token) {
 }
 
 int32_t ToolCallDecoder::Force(std::vector<int32_t> plan) {
+  if (plan.empty()) return -1;  // no tokens for the completion: Create refused such a vocabulary
   plan_ = std::move(plan);
   plan_pos_ = 0;
   const int32_t t = plan_[plan_pos_++];
@@ -63,7 +64,7 @@ int32_t ToolCallDecoder::Next(std::span<const float> logits) {
   Stopwatch clock;
   const uint32_t remaining = options_.max_tokens - emitted_;
   // Out of think budget: end the block, then carry on choosing.
-  if (state_.InThink() && think_tokens_ >= options_.think_max) {
+  if (state_.ThinkExitReady() && think_tokens_ >= options_.think_max) {
     std::vector<int32_t> exit = trie_->GreedyTokens(state_.ThinkExit());
     GrammarState after = state_;
     after.Feed(state_.ThinkExit());

@@ -9,11 +9,17 @@ namespace cact {
 namespace {
 
 constexpr std::string_view kThinkEnd = "</think>";
+// Think text must not end the turn: the runtime stops at this marker.
+constexpr std::string_view kTurnEnd = "<|im_end|>";
 // A shortest way out never opens a think block: its marker costs more than any call.
 constexpr uint32_t kThinkDetour = 1u << 20;
-// Digits per number part: keeps every integer exact in int64 and every number a double.
-constexpr uint32_t kMaxDigits = 18;
-constexpr uint32_t kMaxExponentDigits = 3;
+// Digits: an integer stays exact in int64; a number keeps at most 15 digits before its
+// exponent and two in it, so it is a finite double whose shortest form is the same decimal
+// (15 significant digits round-trip through a double), and the calls read back from the
+// answer print exactly what the model wrote.
+constexpr uint32_t kMaxIntegerDigits = 18;
+constexpr uint32_t kMaxNumberDigits = 15;
+constexpr uint32_t kMaxExponentDigits = 2;
 
 namespace envelope {
 enum : uint8_t { kLead, kThink, kAfterThink, kOpen, kFirst, kNext, kNeedCall, kTail, kDone };
@@ -208,7 +214,8 @@ bool GrammarState::InThink() const {
 
 GrammarState::Context GrammarState::context() const {
   const Frame& f = stack_.back();
-  if (f.type == Frame::kEnvelope && f.phase == envelope::kThink && f.count == 0)
+  if (f.type == Frame::kEnvelope && f.phase == envelope::kThink && f.count == 0 &&
+      f.offset == 0 && f.utf8_left == 0)
     return Context::kThinkText;
   if (f.type == Frame::kString && f.phase == text::kBody && f.esc == 0 && f.utf8_left == 0)
     return Context::kStringBody;
@@ -351,19 +358,41 @@ GrammarState::Step GrammarState::StepLiteral(uint8_t c) {
   return Step::kReject;
 }
 
+// UTF-8 as JSON and the tokenizer's decoder accept it: a lead byte fixes how many
+// continuation bytes follow and the range of the first (no overlongs, no surrogates).
+bool GrammarState::StartCharacter(Frame& f, uint8_t c) {
+  if (c < 0x80) return true;
+  if (c >= 0xC2 && c <= 0xDF) {
+    f.utf8_left = 1;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    f.utf8_left = 2;
+    if (c == 0xE0) f.utf8_lo = 0xA0;
+    if (c == 0xED) f.utf8_hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    f.utf8_left = 3;
+    if (c == 0xF0) f.utf8_lo = 0x90;
+    if (c == 0xF4) f.utf8_hi = 0x8F;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool GrammarState::ContinueCharacter(Frame& f, uint8_t c) {
+  if (c < f.utf8_lo || c > f.utf8_hi) return false;
+  --f.utf8_left;
+  f.utf8_lo = 0x80;
+  f.utf8_hi = 0xBF;
+  return true;
+}
+
 GrammarState::Step GrammarState::StepString(Frame& f, uint8_t c) {
   if (f.phase == text::kOpen) {
     if (c != '"') return Step::kReject;
     f.phase = text::kBody;
     return Step::kTake;
   }
-  if (f.utf8_left) {
-    if (c < f.utf8_lo || c > f.utf8_hi) return Step::kReject;
-    --f.utf8_left;
-    f.utf8_lo = 0x80;
-    f.utf8_hi = 0xBF;
-    return Step::kTake;
-  }
+  if (f.utf8_left) return ContinueCharacter(f, c) ? Step::kTake : Step::kReject;
   if (f.esc == 1) {
     if (c == 'u') {
       f.esc = 2;
@@ -393,21 +422,8 @@ GrammarState::Step GrammarState::StepString(Frame& f, uint8_t c) {
   if (c < 0x20 || (n && f.count >= n->max_length)) return Step::kReject;
   if (c == '\\') {
     f.esc = 1;
-  } else if (c >= 0x80) {
-    // UTF-8 lead bytes and the range of the byte after them (no overlongs, no surrogates).
-    if (c >= 0xC2 && c <= 0xDF) {
-      f.utf8_left = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      f.utf8_left = 2;
-      if (c == 0xE0) f.utf8_lo = 0xA0;
-      if (c == 0xED) f.utf8_hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      f.utf8_left = 3;
-      if (c == 0xF0) f.utf8_lo = 0x90;
-      if (c == 0xF4) f.utf8_hi = 0x8F;
-    } else {
-      return Step::kReject;
-    }
+  } else if (!StartCharacter(f, c)) {
+    return Step::kReject;
   }
   ++f.count;
   return Step::kTake;
@@ -416,6 +432,7 @@ GrammarState::Step GrammarState::StepString(Frame& f, uint8_t c) {
 GrammarState::Step GrammarState::StepNumber(Frame& f, uint8_t c) {
   using namespace number;
   const bool digit = IsDigit(c);
+  const uint32_t mantissa_cap = f.flag ? kMaxIntegerDigits : kMaxNumberDigits;
   auto more_digits = [&](uint32_t cap) {
     if (++f.count > cap) return Step::kReject;
     return Step::kTake;
@@ -433,12 +450,11 @@ GrammarState::Step GrammarState::StepNumber(Frame& f, uint8_t c) {
       f.count = 1;
       return Step::kTake;
     case kInt:
-      if (digit) return more_digits(kMaxDigits);
+      if (digit) return more_digits(mantissa_cap);
       [[fallthrough]];
     case kZero:
-      if (!f.flag && c == '.') {
-        f.phase = kDot;
-        f.count = 0;
+      if (!f.flag && c == '.' && f.count < mantissa_cap) {
+        f.phase = kDot;  // the fraction's digits count on from the integer part's
         return Step::kTake;
       }
       if (!f.flag && (c == 'e' || c == 'E')) {
@@ -451,10 +467,9 @@ GrammarState::Step GrammarState::StepNumber(Frame& f, uint8_t c) {
     case kDot:
       if (!digit) return Step::kReject;
       f.phase = kFrac;
-      f.count = 1;
-      return Step::kTake;
+      return more_digits(mantissa_cap);
     case kFrac:
-      if (digit) return more_digits(kMaxDigits);
+      if (digit) return more_digits(mantissa_cap);
       if (c == 'e' || c == 'E') {
         f.phase = kExp;
         f.count = 0;
@@ -491,6 +506,15 @@ GrammarState::Step GrammarState::StepFrame(uint8_t c) {
     case Frame::kEnvelope:
       switch (f.phase) {
         case envelope::kThink:
+          // Free text, but whole UTF-8 characters: the answer stays valid text.
+          if (f.utf8_left) return ContinueCharacter(f, c) ? Step::kTake : Step::kReject;
+          if (!StartCharacter(f, c)) return Step::kReject;
+          // Both markers start with their only '<': a mismatch restarts at '<' or at 0.
+          if (c == uint8_t(kTurnEnd[f.offset])) {
+            if (++f.offset == kTurnEnd.size()) return Step::kReject;
+          } else {
+            f.offset = c == '<' ? 1 : 0;
+          }
           if (c == uint8_t(kThinkEnd[f.count])) {
             if (++f.count == kThinkEnd.size()) {
               f.phase = envelope::kAfterThink;
@@ -712,7 +736,7 @@ uint8_t GrammarState::ClosingByte() const {
       return '"';
     case Frame::kEnvelope:
       switch (f.phase) {
-        case envelope::kThink: return uint8_t(kThinkEnd[f.count]);
+        case envelope::kThink: return f.utf8_left ? f.utf8_lo : uint8_t(kThinkEnd[f.count]);
         case envelope::kOpen: return '[';
         case envelope::kNeedCall: return '{';
         default: return ']';

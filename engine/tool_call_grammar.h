@@ -4,7 +4,7 @@
 //   "</tool_call>" "<|im_end|>"
 //   CALL = "{" "\"name\":" NAME ",\"arguments\":" ARGUMENTS "}"
 //
-// TEXT is any bytes without "</think>"; NAME is one declared tool name as a JSON string;
+// TEXT is any UTF-8 text without "</think>" or "<|im_end|>"; NAME is one declared tool name as a JSON string;
 // ARGUMENTS is compact JSON valid for that tool's parameters (engine/tool_schema.h): only
 // declared keys, each at most once, every required key, enum values byte for byte, integers
 // as integer literals, strings valid UTF-8 JSON. The optional leading space is the
@@ -67,7 +67,7 @@ class GrammarState {
   bool InThink() const;
 
   // Where the next bytes go, for the token mask's shortcuts: in free think text (no partial
-  // "</think>"), in a string body with no escape or UTF-8 sequence open (`string_room`
+  // "</think>" or UTF-8 sequence), in a string body with no escape or UTF-8 sequence open (`string_room`
   // code points left), or in structure (everything else: the mask tries each token).
   enum class Context { kStructure, kStringBody, kThinkText };
   Context context() const;
@@ -77,7 +77,9 @@ class GrammarState {
   std::string ShortestCompletion() const;
   // In the think block: the bytes that end it and open the call list ("</think>\n<tool_call>"
   // less what is already written), for when its token budget runs out.
-  std::string ThinkExit() const;
+  std::string ThinkExit() const;  // (never inside a UTF-8 sequence: see ThinkExitReady)
+  // The think text is between characters, so ThinkExit() can be written now.
+  bool ThinkExitReady() const { return InThink() && stack_[0].utf8_left == 0; }
 
  private:
   struct Frame {
@@ -91,8 +93,9 @@ class GrammarState {
     bool flag = false;  // number: integer only; string: \u escape started with d/D
     int32_t node = -1;  // schema node (-1: any value); literal: its set
     int32_t pending = -1;  // object: property whose value comes next; call: the tool
-    uint32_t lo = 0, hi = 0, offset = 0;  // literal: candidate range, bytes matched
-    uint32_t count = 0;  // array items, string code points, number digits, think progress
+    uint32_t lo = 0, hi = 0, offset = 0;  // literal: candidate range, bytes matched;
+                                          // think: "<|im_end|>" matched
+    uint32_t count = 0;  // array items, string code points, number digits, "</think>" matched
     uint64_t seen = 0;   // object: properties written
   };
   enum class Step { kTake, kReject, kRetry };
@@ -101,6 +104,8 @@ class GrammarState {
   Step StepLiteral(uint8_t c);
   Step StepString(Frame& f, uint8_t c);
   Step StepNumber(Frame& f, uint8_t c);
+  static bool StartCharacter(Frame& f, uint8_t c);
+  static bool ContinueCharacter(Frame& f, uint8_t c);
   void PushLiteral(int set);
   bool PushValue(int node, uint8_t c);
   void Pop();  // removes the top frame; a finished literal tells its parent what it matched

@@ -3,7 +3,8 @@
 //
 //   cact-run MODEL --tokens 2,17,40 --logits OUT.npy [--last] [--window W --sink P]
 //   cact-run MODEL -p TEXT [-n N] [--temperature T --top-k K --top-p P --seed S]
-//   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N]
+//   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N] [--think-max N]
+//            [--top-tools K] [--min-confidence X] [--no-grammar] [--json]
 //   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [-o md|json]
 //   cact-run perplexity MODEL -f TEXT [--ctx N] [--json]
@@ -22,6 +23,7 @@
 #include "engine/runner.h"
 #include "tools/cact-run/bench/bench.h"
 #include "tools/cact-run/score_cmd.h"
+#include "tools/cact-run/tool_call_cmd.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
@@ -96,6 +98,20 @@ int main(int argc, char** argv) {
   app.add_option("--max-kl-mean", req.thresholds.max_kl_mean, "validate: mean KL bound (nats)");
   app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)");
   app.add_flag("--json", json, "print one JSON object (text, ids, timings, validation) on stdout");
+  // Tool calls (--tools with --query): the answer is decoded under the grammar of the
+  // declared schemas (engine/tool_call_runner.h).
+  cact::ToolCallRequest call;
+  app.add_flag("!--no-grammar", call.grammar,
+               "tool calls: generate freely instead of under the schemas' grammar");
+  app.add_option("--think-max", call.think_max,
+                 "tool calls: tokens of free think text before </think> is forced");
+  app.add_option("--top-tools", call.top_tools,
+                 "tool calls: keep at most K tools, ranked against the query (contrastive "
+                 "head, else BM25), when the catalogue is larger or does not fit")
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--min-confidence", call.min_confidence,
+                 "tool calls: return [] when the confidence head scores the call below X")
+      ->check(CLI::Range(0.0, 1.0));
 
   if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
 
@@ -119,6 +135,16 @@ int main(int argc, char** argv) {
   if (*sink_opt) req.sink = sink;
   req.max_new_tokens = n;
   if (req.validate && *n_opt) req.validate_steps = n;
+
+  if (req.tools_json && req.query && !req.validate) {
+    call.tools_file = tools_file;
+    call.tools_json = *req.tools_json;
+    call.query = *req.query;
+    call.system = req.system;
+    call.run = req;
+    if (!*n_opt) call.run.max_new_tokens = 128;
+    return cact::RunToolCallCommand(call, json);
+  }
 
   const bool stream = !json && !req.validate;
   auto result = cact::RunModel(req, [&](std::string_view text) {
