@@ -7,17 +7,17 @@ namespace {
 
 constexpr std::string_view kWordBoundary = "\xE2\x96\x81";  // U+2581
 
-// Code points of `s` if it is characters a JSON string may hold as they are: complete,
-// well-formed UTF-8 (no overlongs, no surrogates), no quote, backslash or control byte.
-// -1 otherwise.
-int64_t PlainStringChars(std::string_view s) {
+// Code points of `s` if it is complete, well-formed UTF-8 (no overlongs, no surrogates) and,
+// when `json_plain`, characters a JSON string may hold as they are (no quote, backslash or
+// control byte). -1 otherwise.
+int64_t Utf8Chars(std::string_view s, bool json_plain) {
   int64_t chars = 0;
   for (size_t i = 0; i < s.size();) {
     const uint8_t c = uint8_t(s[i]);
     size_t len = 1;
     uint8_t lo = 0x80, hi = 0xBF;
     if (c < 0x80) {
-      if (c < 0x20 || c == '"' || c == '\\') return -1;
+      if (json_plain && (c < 0x20 || c == '"' || c == '\\')) return -1;
     } else if (c >= 0xC2 && c <= 0xDF) {
       len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
@@ -96,14 +96,15 @@ VocabularyTrie::VocabularyTrie(const Tokenizer& tokenizer) {
       }
       extra_[n.extra_tokens].push_back(other);
     }
-    const int64_t chars = PlainStringChars(b);
+    const int64_t chars = Utf8Chars(b, /*json_plain=*/true);
     if (chars >= 0) {
       plain_string_.push_back(id);
       plain_string_chars_.push_back(uint32_t(chars));
     } else {
       other_string_.push_back(id);
     }
-    (b.find('<') == std::string::npos ? no_angle_ : with_angle_).push_back(id);
+    const bool plain_text = b.find('<') == std::string::npos && Utf8Chars(b, false) >= 0;
+    (plain_text ? no_angle_ : with_angle_).push_back(id);
   }
 }
 

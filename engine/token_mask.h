@@ -2,7 +2,7 @@
 // in a trie, walked together with a GrammarState so a shared prefix is checked once.
 // Two contexts skip the walk: inside a JSON string body every token of plain characters
 // is allowed (only tokens with a quote, backslash, control byte or a partial UTF-8 sequence
-// are tried), and in free think text every token without '<' is allowed.
+// are tried), and in free think text every token of complete UTF-8 without '<' is allowed.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -43,7 +43,7 @@ class VocabularyTrie {
   std::vector<std::vector<int32_t>> extra_;  // [0] unused
   std::vector<uint32_t> root_child_;         // 256 entries: the root's children by byte
   // Context shortcuts: tokens of plain string characters (with their code point counts),
-  // the other answer tokens, tokens without '<' and those with one.
+  // the other answer tokens, tokens of complete UTF-8 without '<' and the others.
   std::vector<int32_t> plain_string_, other_string_, no_angle_, with_angle_;
   std::vector<uint32_t> plain_string_chars_;
 };

@@ -9,11 +9,14 @@ namespace cact {
 namespace {
 
 constexpr std::string_view kThinkEnd = "</think>";
+// The stop token's text: never inside the think block (it would end the answer there).
+constexpr std::string_view kImEnd = "<|im_end|>";
 // A shortest way out never opens a think block: its marker costs more than any call.
 constexpr uint32_t kThinkDetour = 1u << 20;
-// Digits per number part: keeps every integer exact in int64 and every number a double.
+// Digits per number part: keeps every integer exact in int64 and every number a double
+// (at most 18 + 18 digits and a 2-digit exponent: below 1e118, never an overflow to inf).
 constexpr uint32_t kMaxDigits = 18;
-constexpr uint32_t kMaxExponentDigits = 3;
+constexpr uint32_t kMaxExponentDigits = 2;
 
 namespace envelope {
 enum : uint8_t { kLead, kThink, kAfterThink, kOpen, kFirst, kNext, kNeedCall, kTail, kDone };
@@ -208,7 +211,8 @@ bool GrammarState::InThink() const {
 
 GrammarState::Context GrammarState::context() const {
   const Frame& f = stack_.back();
-  if (f.type == Frame::kEnvelope && f.phase == envelope::kThink && f.count == 0)
+  if (f.type == Frame::kEnvelope && f.phase == envelope::kThink && f.count == 0 && f.offset == 0 &&
+      f.utf8_left == 0)
     return Context::kThinkText;
   if (f.type == Frame::kString && f.phase == text::kBody && f.esc == 0 && f.utf8_left == 0)
     return Context::kStringBody;
@@ -351,19 +355,38 @@ GrammarState::Step GrammarState::StepLiteral(uint8_t c) {
   return Step::kReject;
 }
 
+bool GrammarState::Utf8Byte(Frame& f, uint8_t c) {
+  if (f.utf8_left) {
+    if (c < f.utf8_lo || c > f.utf8_hi) return false;
+    --f.utf8_left;
+    f.utf8_lo = 0x80;
+    f.utf8_hi = 0xBF;
+    return true;
+  }
+  // UTF-8 lead bytes and the range of the byte after them (no overlongs, no surrogates).
+  if (c >= 0xC2 && c <= 0xDF) {
+    f.utf8_left = 1;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    f.utf8_left = 2;
+    if (c == 0xE0) f.utf8_lo = 0xA0;
+    if (c == 0xED) f.utf8_hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    f.utf8_left = 3;
+    if (c == 0xF0) f.utf8_lo = 0x90;
+    if (c == 0xF4) f.utf8_hi = 0x8F;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 GrammarState::Step GrammarState::StepString(Frame& f, uint8_t c) {
   if (f.phase == text::kOpen) {
     if (c != '"') return Step::kReject;
     f.phase = text::kBody;
     return Step::kTake;
   }
-  if (f.utf8_left) {
-    if (c < f.utf8_lo || c > f.utf8_hi) return Step::kReject;
-    --f.utf8_left;
-    f.utf8_lo = 0x80;
-    f.utf8_hi = 0xBF;
-    return Step::kTake;
-  }
+  if (f.utf8_left) return Utf8Byte(f, c) ? Step::kTake : Step::kReject;
   if (f.esc == 1) {
     if (c == 'u') {
       f.esc = 2;
@@ -393,21 +416,8 @@ GrammarState::Step GrammarState::StepString(Frame& f, uint8_t c) {
   if (c < 0x20 || (n && f.count >= n->max_length)) return Step::kReject;
   if (c == '\\') {
     f.esc = 1;
-  } else if (c >= 0x80) {
-    // UTF-8 lead bytes and the range of the byte after them (no overlongs, no surrogates).
-    if (c >= 0xC2 && c <= 0xDF) {
-      f.utf8_left = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      f.utf8_left = 2;
-      if (c == 0xE0) f.utf8_lo = 0xA0;
-      if (c == 0xED) f.utf8_hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      f.utf8_left = 3;
-      if (c == 0xF0) f.utf8_lo = 0x90;
-      if (c == 0xF4) f.utf8_hi = 0x8F;
-    } else {
-      return Step::kReject;
-    }
+  } else if (c >= 0x80 && !Utf8Byte(f, c)) {
+    return Step::kReject;
   }
   ++f.count;
   return Step::kTake;
@@ -491,6 +501,17 @@ GrammarState::Step GrammarState::StepFrame(uint8_t c) {
     case Frame::kEnvelope:
       switch (f.phase) {
         case envelope::kThink:
+          // Any UTF-8 text without "</think>" and without the stop token's text.
+          if (f.utf8_left || c >= 0x80) {
+            if (!Utf8Byte(f, c)) return Step::kReject;
+            f.count = f.offset = 0;
+            return Step::kTake;
+          }
+          if (c == uint8_t(kImEnd[f.offset])) {
+            if (++f.offset == kImEnd.size()) return Step::kReject;
+          } else {
+            f.offset = c == '<' ? 1 : 0;
+          }
           if (c == uint8_t(kThinkEnd[f.count])) {
             if (++f.count == kThinkEnd.size()) {
               f.phase = envelope::kAfterThink;
@@ -712,7 +733,8 @@ uint8_t GrammarState::ClosingByte() const {
       return '"';
     case Frame::kEnvelope:
       switch (f.phase) {
-        case envelope::kThink: return uint8_t(kThinkEnd[f.count]);
+        case envelope::kThink:
+          return f.utf8_left ? f.utf8_lo : uint8_t(kThinkEnd[f.count]);
         case envelope::kOpen: return '[';
         case envelope::kNeedCall: return '{';
         default: return ']';
@@ -754,7 +776,11 @@ uint8_t GrammarState::ClosingByte() const {
 
 std::string GrammarState::ThinkExit() const {
   if (!InThink()) return {};
-  return std::string(kThinkEnd.substr(stack_[0].count)) + "\n<tool_call>";
+  // A character left open is finished first (with its smallest continuation bytes).
+  const Frame& f = stack_[0];
+  std::string out;
+  for (uint8_t i = 0; i < f.utf8_left; ++i) out += char(i == 0 ? f.utf8_lo : 0x80);
+  return out + std::string(kThinkEnd.substr(f.count)) + "\n<tool_call>";
 }
 
 std::string GrammarState::ShortestCompletion() const {
