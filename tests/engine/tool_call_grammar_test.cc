@@ -191,6 +191,19 @@ TEST(ToolCallGrammar, ThinkTextIsUtf8WithoutTheStopToken) {
   EXPECT_TRUE(GrammarState(s).Feed("end|"));
 }
 
+// Known gap, not fixed: an untyped value's objects (free JSON) do not track their keys, so a
+// duplicate key there is accepted while the validator refuses it (declared keys are tracked).
+// Enable when free objects remember their keys.
+TEST(ToolCallGrammar, DISABLED_FreeObjectsRefuseDuplicateKeys) {
+  const ToolCallGrammar& g = *Catalogues()[1].grammar;  // log_event.payload is untyped
+  for (const char* payload : {R"({"a":1,"a":2})", R"({"":1,"":2})", R"([{"k":null,"k":null}])"}) {
+    const std::string text =
+        std::string(R"(<tool_call>[{"name":"log_event","arguments":{"payload":)") + payload +
+        R"(,"level":"info"}}]</tool_call><|im_end|>)";
+    EXPECT_FALSE(Accepts(g, text)) << text;
+  }
+}
+
 TEST(ToolCallGrammar, ShortestCompletionFromTheStart) {
   for (const Catalogue& c : Catalogues()) {
     GrammarState s(*c.grammar);
