@@ -107,6 +107,22 @@ for i, s in enumerate(["reference", "tiny", "reference,layers=8,d=384", "tiny,si
                        "reference,heads=8,kv_heads=2,head_dim=32", "tiny,lanes=2,slots=64", "x,d=1"]):
     put("fuzz_geometry_spec", "geometry_%02d" % i, s.encode())
 
+# Tools files (the engine test's catalogues and refused files), each followed by a NUL and
+# bytes that drive fuzz_tool_catalog's walk through the grammar.
+walk = bytes(range(7, 256, 3))
+with open(os.path.join(root, "tests", "engine", "data", "tool_schemas.json"), encoding="utf-8") as f:
+    for catalog in json.load(f)["catalogs"]:
+        text = json.dumps(catalog["tools"], ensure_ascii=False).encode()
+        put("fuzz_tool_catalog", "catalog_" + catalog["id"], text + b"\0" + walk)
+bad_tools = os.path.join(root, "tests", "engine", "data", "bad_tools")
+for name in sorted(os.listdir(bad_tools)):
+    if name.endswith(".json"):
+        put("fuzz_tool_catalog", "bad_" + name, read(os.path.join(bad_tools, name)))
+put("fuzz_tool_catalog", "no_tools", b"[]\0" + walk)
+put("fuzz_tool_catalog", "any_value", b'[{"name":"f","parameters":{"type":"object","properties":'
+    b'{"x":{},"u":{"type":["string","integer","null"]},"e":{"enum":[1,12,"a",[1],{"k":null}]}}}}]'
+    b"\0" + walk)
+
 # Fine-tuning JSONL: the unit test's examples (every rendering case) split into small files.
 with open(os.path.join(root, "tests", "train", "finetune_examples.jsonl"), "rb") as f:
     examples = [l for l in f.read().splitlines(keepends=True) if len(l) < 2000]
