@@ -64,7 +64,7 @@ int32_t ToolCallDecoder::Next(std::span<const float> logits) {
   Stopwatch clock;
   const uint32_t remaining = options_.max_tokens - emitted_;
   // Out of think budget: end the block, then carry on choosing.
-  if (state_.ThinkExitReady() && think_tokens_ >= options_.think_max) {
+  if (state_.InThink() && think_tokens_ >= options_.think_max) {
     std::vector<int32_t> exit = trie_->GreedyTokens(state_.ThinkExit());
     GrammarState after = state_;
     after.Feed(state_.ThinkExit());

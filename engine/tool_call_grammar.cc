@@ -778,7 +778,13 @@ uint8_t GrammarState::ClosingByte() const {
 
 std::string GrammarState::ThinkExit() const {
   if (!InThink()) return {};
-  return std::string(kThinkEnd.substr(stack_[0].count)) + "\n<tool_call>";
+  const Frame& f = stack_[0];
+  std::string out;
+  if (f.utf8_left) {  // finish the open character first
+    out += char(f.utf8_lo);
+    out.append(f.utf8_left - 1, char(0x80));
+  }
+  return out + std::string(kThinkEnd.substr(f.utf8_left ? 0 : f.count)) + "\n<tool_call>";
 }
 
 std::string GrammarState::ShortestCompletion() const {

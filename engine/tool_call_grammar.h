@@ -77,9 +77,8 @@ class GrammarState {
   std::string ShortestCompletion() const;
   // In the think block: the bytes that end it and open the call list ("</think>\n<tool_call>"
   // less what is already written), for when its token budget runs out.
-  std::string ThinkExit() const;  // (never inside a UTF-8 sequence: see ThinkExitReady)
-  // The think text is between characters, so ThinkExit() can be written now.
-  bool ThinkExitReady() const { return InThink() && stack_[0].utf8_left == 0; }
+  // (An open UTF-8 character is finished first.)
+  std::string ThinkExit() const;
 
  private:
   struct Frame {

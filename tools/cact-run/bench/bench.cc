@@ -25,6 +25,7 @@
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
 #include "tools/cact-run/bench/bench_session.h"
+#include "tools/cact-run/bench/tool_call_bench.h"
 #include "tools/cact-run/bench/machine.h"
 #include "tools/common/cli.h"
 
@@ -178,6 +179,16 @@ class Bench {
                    t > 1 ? "s" : "", o_.reps, o_.session_tokens);
       CACT_ASSIGN_OR_RETURN(sessions_[t], MeasureSession(so));
     }
+    if (o_.tool_call_tokens > 0 && !model_.file().tokenizer_blob().empty()) {
+      for (uint32_t t : o_.threads) {
+        ToolCallBenchOptions to;
+        to.model_path = o_.model_path;
+        to.threads = t;
+        to.reps = o_.reps;
+        to.max_tokens = o_.tool_call_tokens;
+        CACT_ASSIGN_OR_RETURN(tool_calls_[t], MeasureToolCalls(to));
+      }
+    }
     if (!o_.json_out.empty()) {
       const std::string j = Json();
       CACT_RETURN_IF_ERROR(WriteFileAtomic(
@@ -325,6 +336,7 @@ class Bench {
         }
     }
     s << SessionMarkdown();
+    s << ToolCallMarkdown();
     s << absl::StrFormat("\nmachine limits (buffer of %.2f MB = the model's codes):\n\n",
                          cost_.code_bytes / 1e6);
     s << "| threads | read GB/s | int8 GMAC/s | floor ms/token | fast tg ms/token (best depth) | "
@@ -342,6 +354,28 @@ class Bench {
       s << absl::StrFormat("| %u | %.1f | %.1f | %.4f | %s | %s |\n", t, l.read_gbs, l.int8_gmacs,
                            floor, best > 0 ? absl::StrFormat("%.4f", ms) : "–",
                            best > 0 ? absl::StrFormat("%.1f %%", 100 * floor / ms) : "–");
+    }
+    return s.str();
+  }
+
+  // One tool call end to end, and the grammar's cost per decoded token.
+  std::string ToolCallMarkdown() const {
+    if (tool_calls_.empty()) return "";
+    const ToolCallFigures& any = tool_calls_.begin()->second;
+    std::ostringstream s;
+    s << absl::StrFormat(
+        "\ntool call (fast path, 4 tools, %u prompt tokens, answer budget %u tokens, greedy; "
+        "%u repetitions, constrained and free decoding back to back in each):\n\n",
+        any.prompt_tokens, o_.tool_call_tokens, o_.reps);
+    s << "| threads | end to end ms | prefill ms | answer tokens | constrained t/s | free t/s | "
+         "constrained / free | mask / decode |\n";
+    s << "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const auto& [t, f] : tool_calls_) {
+      const double c = Summarise(f.constrained_tps).mean, fr = Summarise(f.free_tps).mean;
+      s << absl::StrFormat("| %u | %.1f ± %.1f | %.1f | %.0f | %.1f | %.1f | %.3f | %.1f %% |\n", t,
+                           Summarise(f.total_ms).mean, Summarise(f.total_ms).sd,
+                           Summarise(f.prefill_ms).mean, Summarise(f.answer_tokens).mean, c, fr,
+                           fr > 0 ? c / fr : 0, 100 * Summarise(f.mask_share).mean);
     }
     return s.str();
   }
@@ -485,6 +519,18 @@ class Bench {
                      {"session_load_ms", f.session_load_ms},
                      {"session_decode_tps", f.session_decode_tps}});
     j["session"] = ses;
+    nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+    for (const auto& [t, f] : tool_calls_)
+      calls.push_back({{"threads", t},
+                       {"prompt_tokens", f.prompt_tokens},
+                       {"answer_budget", o_.tool_call_tokens},
+                       {"end_to_end_ms", f.total_ms},
+                       {"prefill_ms", f.prefill_ms},
+                       {"answer_tokens", f.answer_tokens},
+                       {"constrained_tps", f.constrained_tps},
+                       {"free_tps", f.free_tps},
+                       {"mask_share_of_decode", f.mask_share}});
+    j["tool_call"] = calls;
     return j.dump(2) + "\n";
   }
 
@@ -497,6 +543,7 @@ class Bench {
   std::map<uint32_t, Limits> limits_;
   std::map<Key, std::vector<double>> samples_;
   std::map<uint32_t, SessionFigures> sessions_;
+  std::map<uint32_t, ToolCallFigures> tool_calls_;
   std::map<std::pair<std::string, uint32_t>, std::unique_ptr<Forward>> paths_;
   std::filesystem::path torch_dir_;
   std::string torch_model_;
@@ -556,6 +603,9 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--session", o.session_tokens,
                  "positions of the fresh-process memory session (0: skip; capped at max_seq_len)");
   app.add_option("--svg", o.svg_out, "also write an SVG plot of decode tokens/s against depth");
+  app.add_option("--tool-call", o.tool_call_tokens,
+                 "answer budget of the tool-call figures (one call end to end, constrained vs "
+                 "free decoding; 0: skip)");
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (!ParseList(prompt, &o.prompt) || !ParseList(depths, &o.depths) ||
       !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms)) {

@@ -2,7 +2,7 @@
 //
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2]
 //                  [--arms fast,fast-int8,ref] [--torch PATH/cact-torch] [-o md|json]
-//                  [--json-out FILE] [--svg FILE] [--session N]
+//                  [--json-out FILE] [--svg FILE] [--session N] [--tool-call N]
 //
 // Tests: ppP (prefill P tokens into an empty context) and tgN @ dD (decode N tokens one at
 // a time after D context tokens; D is capped at max_seq_len - N). Random token ids, no
@@ -17,7 +17,8 @@
 // model's codes, int8 dot throughput, and prints the model's floor time per decoded
 // token and the fraction of it the fast path reaches, and the start-up and memory figures
 // of bench_session.h (open + validate, fast-path setup, a fresh process's peak RSS over an
-// N-position session).
+// N-position session), and one tool call end to end with the grammar's cost against free
+// decoding (tool_call_bench.h).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -46,6 +47,7 @@ struct BenchOptions {
   uint64_t seed = 1;
   uint32_t session_tokens = 2048;  // fresh-process memory session (0: skip; see bench_session.h)
   std::string run_binary;          // cact-run for that session (default: this executable)
+  uint32_t tool_call_tokens = 64;  // answer budget of the tool-call figures (0: skip)
 };
 
 // Runs the benchmark; returns the report (markdown or JSON). Progress goes to stderr.

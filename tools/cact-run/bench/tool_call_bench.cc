@@ -1,0 +1,60 @@
+#include "tools/cact-run/bench/tool_call_bench.h"
+
+#include <cstdio>
+
+#include "engine/tool_call_runner.h"
+#include "lib/status.h"
+
+namespace cact {
+namespace {
+
+// Four small tools and a one-line query: about 100 prompt tokens with the needle2 tokenizer.
+constexpr const char* kTools = R"([
+{"name":"get_weather","description":"Current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["c","f"]}},"required":["city"]}},
+{"name":"set_timer","description":"Start a timer","parameters":{"type":"object","properties":{"minutes":{"type":"integer"}},"required":["minutes"]}},
+{"name":"send_message","description":"Text a contact","parameters":{"type":"object","properties":{"to":{"type":"string"},"body":{"type":"string"}},"required":["to","body"]}},
+{"name":"play_song","description":"Play a song","parameters":{"type":"object","properties":{"title":{"type":"string"}},"required":["title"]}}])";
+constexpr const char* kQuery = "What's the weather like in Lisbon today?";
+
+}  // namespace
+
+absl::StatusOr<ToolCallFigures> MeasureToolCalls(const ToolCallBenchOptions& o) {
+  ToolCallFigures f;
+  f.threads = o.threads;
+  ToolCallRequest req;
+  req.run.model_path = o.model_path;
+  req.run.path = o.path;
+  req.run.threads = int(o.threads);
+  req.run.max_new_tokens = o.max_tokens;
+  req.tools_file = "bench tools";
+  req.tools_json = kTools;
+  req.query = kQuery;
+  for (uint32_t r = 0; r < o.reps; ++r) {
+    req.grammar = true;
+    req.run.ignore_eos = false;
+    CACT_ASSIGN_OR_RETURN(const ToolCallResult c, RunToolCall(req));
+    if (!c.valid) return absl::InternalError("bench: the constrained answer is invalid");
+    const RunTimings& t = c.run.timings;
+    f.prompt_tokens = t.prompt_tokens;
+    f.total_ms.push_back(c.total_ms);
+    f.prefill_ms.push_back(t.prefill_ms);
+    f.answer_tokens.push_back(double(c.run.generated_ids.size() + 1));  // + <|im_end|>
+    // Free decoding of as many steps, back to back with the constrained run.
+    req.grammar = false;
+    req.run.ignore_eos = true;
+    req.run.max_new_tokens = std::max<uint32_t>(t.decode_steps + 1, 2);
+    CACT_ASSIGN_OR_RETURN(const ToolCallResult free, RunToolCall(req));
+    req.run.max_new_tokens = o.max_tokens;
+    const RunTimings& ft = free.run.timings;
+    if (t.decode_steps == 0 || ft.decode_steps == 0) continue;
+    f.constrained_tps.push_back(t.decode_steps / ((t.decode_ms + c.grammar.mask_ms) / 1e3));
+    f.free_tps.push_back(ft.decode_steps / (ft.decode_ms / 1e3));
+    f.mask_share.push_back(c.grammar.mask_ms / t.decode_ms);
+    std::fprintf(stderr, "\r[tool call] t%u rep %u/%u: %.1f ms end to end   ", o.threads, r + 1,
+                 o.reps, c.total_ms);
+  }
+  std::fprintf(stderr, "\n");
+  return f;
+}
+
+}  // namespace cact

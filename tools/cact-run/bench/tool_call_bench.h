@@ -1,0 +1,32 @@
+// `cact-run bench`'s tool-call figures: one call end to end (open, retrieval, grammar setup,
+// prefill, constrained decode: what a user waits for) on a fixed 4-tool catalogue, and the
+// grammar's cost against free decoding of as many tokens, measured in the same repetition.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cact {
+
+struct ToolCallBenchOptions {
+  std::string model_path;
+  std::string path = "fast";
+  uint32_t threads = 1;
+  uint32_t reps = 5;
+  uint32_t max_tokens = 64;  // the answer's budget
+};
+
+struct ToolCallFigures {
+  uint32_t threads = 1, prompt_tokens = 0;
+  // Per repetition.
+  std::vector<double> total_ms, prefill_ms, answer_tokens;
+  std::vector<double> constrained_tps;  // decode steps / (forward + mask time)
+  std::vector<double> free_tps;         // the same number of steps, no grammar
+  std::vector<double> mask_share;       // mask time / forward decode time
+};
+
+absl::StatusOr<ToolCallFigures> MeasureToolCalls(const ToolCallBenchOptions& options);
+
+}  // namespace cact
