@@ -2,6 +2,7 @@
 # One entry point for a fresh Debian 12 machine:
 #   bash setup.sh run    install packages, build (Release), make the synthetic needle2
 #                        model, inspect, verify, validate and run the trained reference model
+#                        (text generation and a grammar-constrained tool call)
 #   bash setup.sh test   install packages, build everything, run the whole test suite (ctest)
 # Separate, longer commands: tests/sanitize.sh (ASan + UBSan build and subset),
 # tests/fuzz/build_fuzzers.sh + run_fuzzers.sh (libFuzzer), cact-run bench (docs/benchmarks.md).
@@ -23,7 +24,7 @@ JOBS="$(nproc)"
 # libopenblas0-pthread: libtorch's BLAS (without it Debian's libtorch runs on the reference BLAS).
 PACKAGES=(build-essential cmake pkg-config libtorch-dev libabsl-dev libcli11-dev nlohmann-json3-dev
           libzstd-dev zstd libgtest-dev libopenblas0-pthread python3-torch python3-numpy
-          python3-sentencepiece)
+          python3-sentencepiece python3-jsonschema)
 # apt, cmake and compiler output go to this log; the terminal gets one line per step.
 mkdir -p "$BUILD"
 LOG="$BUILD/setup.log"
@@ -83,6 +84,10 @@ case "$MODE" in
     "$B/cact-run" "$REF" --validate -p "Permission is hereby granted, free of charge, to any person obtaining a copy"
     echo "== cact-run generation (greedy)"
     "$B/cact-run" "$REF" -p "Permission is hereby granted, free of charge, to any person obtaining a copy of this software" -n 48
+    # The base model was trained on licence text, not tool calls: the grammar makes its answer
+    # a valid call list all the same (docs/tool-calls.md).
+    echo "== cact-run tool call (grammar-constrained; --json for reasoning, confidence, timings)"
+    "$B/cact-run" "$REF" --tools docs/reference-model/tools.json --query "What is the weather in Oslo?" -n 48
     ;;
   test)
     install_packages

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "lib/utf8.h"
+
 namespace cact {
 namespace {
 
@@ -11,32 +13,10 @@ constexpr std::string_view kWordBoundary = "\xE2\x96\x81";  // U+2581
 // without any byte of `excluded` (ASCII); -1 otherwise.
 int64_t WholeCharacters(std::string_view s, bool (*excluded)(uint8_t)) {
   int64_t chars = 0;
-  for (size_t i = 0; i < s.size();) {
-    const uint8_t c = uint8_t(s[i]);
-    size_t len = 1;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c < 0x80) {
-      if (excluded(c)) return -1;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return -1;
-    }
-    if (i + len > s.size()) return -1;
-    for (size_t k = 1; k < len; ++k) {
-      const uint8_t b = uint8_t(s[i + k]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return -1;
-    }
+  for (size_t i = 0; i < s.size(); ++chars) {
+    const size_t len = Utf8CharLength(s, i);
+    if (len == 0 || (len == 1 && excluded(uint8_t(s[i])))) return -1;
     i += len;
-    ++chars;
   }
   return chars;
 }
@@ -48,15 +28,18 @@ bool NotInThinkText(uint8_t c) { return c == '<'; }
 std::string TokenBytes(const TokenizerPiece& piece) {
   switch (piece.type) {
     case PieceType::kControl:
-    case PieceType::kUnknown: return {};
+    case PieceType::kUnknown:
+      return {};
     case PieceType::kByte: {
       // "<0xAB>"
       const std::string& s = piece.surface;
       if (s.size() != 6) return {};
       return std::string(1, char(std::stoi(s.substr(3, 2), nullptr, 16)));
     }
-    case PieceType::kUserDefined: return piece.surface;
-    case PieceType::kNormal: break;
+    case PieceType::kUserDefined:
+      return piece.surface;
+    case PieceType::kNormal:
+      break;
   }
   std::string out;
   std::string_view s = piece.surface;
@@ -185,7 +168,9 @@ void TokenMasker::Allowed(const GrammarState& state, std::vector<uint8_t>* allow
       Try(trie_->other_string_, state, a);
       return;
     }
-    case GrammarState::Context::kStructure: Walk(0, state, a); return;
+    case GrammarState::Context::kStructure:
+      Walk(0, state, a);
+      return;
   }
 }
 

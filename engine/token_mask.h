@@ -30,8 +30,8 @@ class VocabularyTrie {
   friend class TokenMasker;
   struct Node {
     uint32_t first_child = 0, next_sibling = 0;  // 0: none (node 0 is the root)
-    int32_t token = -1;       // a token writing exactly this node's bytes (a normal piece
-                              // preferred over a byte piece), -1 if none
+    int32_t token = -1;         // a token writing exactly this node's bytes (a normal piece
+                                // preferred over a byte piece), -1 if none
     uint32_t extra_tokens = 0;  // index into extra_ of the other tokens with these bytes
     uint8_t byte = 0;
   };

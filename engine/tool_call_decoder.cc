@@ -14,8 +14,7 @@ constexpr int kBudgetRetries = 8;
 
 ToolCallDecoder::ToolCallDecoder(const ToolCallGrammar& grammar, const VocabularyTrie& trie,
                                  const ToolCallDecodeOptions& options)
-    : trie_(&trie), masker_(trie), options_(options), sampler_(options.sampling),
-      state_(grammar) {}
+    : trie_(&trie), masker_(trie), options_(options), sampler_(options.sampling), state_(grammar) {}
 
 absl::StatusOr<ToolCallDecoder> ToolCallDecoder::Create(const ToolCallGrammar& grammar,
                                                         const VocabularyTrie& trie,
@@ -26,9 +25,9 @@ absl::StatusOr<ToolCallDecoder> ToolCallDecoder::Create(const ToolCallGrammar& g
     return absl::InvalidArgumentError(
         "the tokenizer cannot write a tool call (no tokens for the answer's markers)");
   if (shortest.size() > options.max_tokens)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "-n %d is too small for a tool call: the shortest answer takes %d tokens",
-        options.max_tokens, shortest.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("-n %d is too small for a tool call: the shortest answer takes %d tokens",
+                        options.max_tokens, shortest.size()));
   return d;
 }
 

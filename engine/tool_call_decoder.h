@@ -24,7 +24,7 @@ struct ToolCallDecodeOptions {
 };
 
 struct ToolCallDecodeStats {
-  double mask_ms = 0;        // computing masks and completions
+  double mask_ms = 0;  // computing masks and completions
   uint32_t masked_steps = 0;
   uint32_t forced_tokens = 0;  // written by the budget rules, not chosen by the model
 };

@@ -66,10 +66,18 @@ ToolCallGrammar::ToolCallGrammar(ToolCatalog catalog) : catalog_(std::move(catal
       switch (n.kind) {
         case SchemaNode::kAny:
         case SchemaNode::kInteger:
-        case SchemaNode::kNumber: len = 1; break;  // 0
-        case SchemaNode::kBoolean: len = 4; break;  // true
-        case SchemaNode::kNull: len = 4; break;
-        case SchemaNode::kString: len = 2 + n.min_length; break;
+        case SchemaNode::kNumber:
+          len = 1;
+          break;  // 0
+        case SchemaNode::kBoolean:
+          len = 4;
+          break;  // true
+        case SchemaNode::kNull:
+          len = 4;
+          break;
+        case SchemaNode::kString:
+          len = 2 + n.min_length;
+          break;
         case SchemaNode::kEnum: {
           len = UINT32_MAX;
           for (const std::string& v : n.values) len = std::min<uint32_t>(len, v.size());
@@ -161,11 +169,16 @@ uint8_t ToolCallGrammar::MinFirstByte(int node) const {
     return MinFirstByte(best);
   }
   switch (n.kind) {
-    case SchemaNode::kObject: return '{';
-    case SchemaNode::kArray: return '[';
-    case SchemaNode::kString: return '"';
-    case SchemaNode::kBoolean: return 't';
-    case SchemaNode::kNull: return 'n';
+    case SchemaNode::kObject:
+      return '{';
+    case SchemaNode::kArray:
+      return '[';
+    case SchemaNode::kString:
+      return '"';
+    case SchemaNode::kBoolean:
+      return 't';
+    case SchemaNode::kNull:
+      return 'n';
     case SchemaNode::kEnum: {
       const LiteralSet& set = sets_[node_set_[node]];
       size_t best = 0;
@@ -173,7 +186,8 @@ uint8_t ToolCallGrammar::MinFirstByte(int node) const {
         if (set.cost[i] < set.cost[best]) best = i;
       return uint8_t(set.items[best][0]);
     }
-    default: return '0';
+    default:
+      return '0';
   }
 }
 
@@ -196,17 +210,18 @@ bool GrammarState::Feed(uint8_t c) {
   // A byte can end several frames (a number, then nothing else) before one takes it.
   for (int hops = 0; hops < 64 && !stack_.empty(); ++hops) {
     switch (StepFrame(c)) {
-      case Step::kTake: return true;
-      case Step::kReject: return false;
-      case Step::kRetry: break;
+      case Step::kTake:
+        return true;
+      case Step::kReject:
+        return false;
+      case Step::kRetry:
+        break;
     }
   }
   return false;
 }
 
-bool GrammarState::Done() const {
-  return stack_.size() == 1 && stack_[0].phase == envelope::kDone;
-}
+bool GrammarState::Done() const { return stack_.size() == 1 && stack_[0].phase == envelope::kDone; }
 
 bool GrammarState::InThink() const {
   return stack_.size() == 1 && stack_[0].phase == envelope::kThink;
@@ -214,8 +229,8 @@ bool GrammarState::InThink() const {
 
 GrammarState::Context GrammarState::context() const {
   const Frame& f = stack_.back();
-  if (f.type == Frame::kEnvelope && f.phase == envelope::kThink && f.count == 0 &&
-      f.offset == 0 && f.utf8_left == 0)
+  if (f.type == Frame::kEnvelope && f.phase == envelope::kThink && f.count == 0 && f.offset == 0 &&
+      f.utf8_left == 0)
     return Context::kThinkText;
   if (f.type == Frame::kString && f.phase == text::kBody && f.esc == 0 && f.utf8_left == 0)
     return Context::kStringBody;
@@ -229,9 +244,8 @@ uint32_t GrammarState::string_room() const {
 }
 
 void GrammarState::PushLiteral(int set) {
-  stack_.push_back(Frame{.type = Frame::kLiteral,
-                         .node = set,
-                         .hi = uint32_t(g_->sets_[set].items.size())});
+  stack_.push_back(
+      Frame{.type = Frame::kLiteral, .node = set, .hi = uint32_t(g_->sets_[set].items.size())});
 }
 
 bool GrammarState::PushValue(int node, uint8_t c) {
@@ -262,18 +276,31 @@ bool GrammarState::PushValue(int node, uint8_t c) {
     return true;
   }
   switch (kind) {
-    case SchemaNode::kObject: stack_.push_back(Frame{.type = Frame::kObject, .node = node}); break;
-    case SchemaNode::kArray: stack_.push_back(Frame{.type = Frame::kArray, .node = node}); break;
-    case SchemaNode::kString: stack_.push_back(Frame{.type = Frame::kString, .node = node}); break;
+    case SchemaNode::kObject:
+      stack_.push_back(Frame{.type = Frame::kObject, .node = node});
+      break;
+    case SchemaNode::kArray:
+      stack_.push_back(Frame{.type = Frame::kArray, .node = node});
+      break;
+    case SchemaNode::kString:
+      stack_.push_back(Frame{.type = Frame::kString, .node = node});
+      break;
     case SchemaNode::kInteger:
     case SchemaNode::kNumber:
       stack_.push_back(
           Frame{.type = Frame::kNumber, .flag = kind == SchemaNode::kInteger, .node = node});
       break;
-    case SchemaNode::kBoolean: PushLiteral(g_->bool_set_); break;
-    case SchemaNode::kNull: PushLiteral(g_->null_set_); break;
-    case SchemaNode::kEnum: PushLiteral(g_->node_set_[node]); break;
-    case SchemaNode::kAny: break;
+    case SchemaNode::kBoolean:
+      PushLiteral(g_->bool_set_);
+      break;
+    case SchemaNode::kNull:
+      PushLiteral(g_->null_set_);
+      break;
+    case SchemaNode::kEnum:
+      PushLiteral(g_->node_set_[node]);
+      break;
+    case SchemaNode::kAny:
+      break;
   }
   return true;
 }
@@ -302,7 +329,8 @@ void GrammarState::LiteralDone(int payload) {
       p.pending = payload;
       p.phase = object::kValue;
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -492,16 +520,20 @@ GrammarState::Step GrammarState::StepNumber(Frame& f, uint8_t c) {
       if (digit) return more_digits(kMaxExponentDigits);
       Pop();
       return Step::kRetry;
-    default: return Step::kReject;
+    default:
+      return Step::kReject;
   }
 }
 
 GrammarState::Step GrammarState::StepFrame(uint8_t c) {
   Frame& f = stack_.back();
   switch (f.type) {
-    case Frame::kLiteral: return StepLiteral(c);
-    case Frame::kString: return StepString(f, c);
-    case Frame::kNumber: return StepNumber(f, c);
+    case Frame::kLiteral:
+      return StepLiteral(c);
+    case Frame::kString:
+      return StepString(f, c);
+    case Frame::kNumber:
+      return StepNumber(f, c);
 
     case Frame::kEnvelope:
       switch (f.phase) {
@@ -550,7 +582,8 @@ GrammarState::Step GrammarState::StepFrame(uint8_t c) {
             return Step::kTake;
           }
           return Step::kReject;
-        default: return Step::kReject;
+        default:
+          return Step::kReject;
       }
 
     case Frame::kCall:
@@ -600,7 +633,8 @@ GrammarState::Step GrammarState::StepFrame(uint8_t c) {
             return Step::kTake;
           }
           return Step::kReject;
-        default: return Step::kReject;
+        default:
+          return Step::kReject;
       }
 
     case Frame::kFreeObject:
@@ -638,7 +672,8 @@ GrammarState::Step GrammarState::StepFrame(uint8_t c) {
             return Step::kTake;
           }
           return Step::kReject;
-        default: return Step::kReject;
+        default:
+          return Step::kReject;
       }
 
     case Frame::kArray: {
@@ -672,7 +707,8 @@ GrammarState::Step GrammarState::StepFrame(uint8_t c) {
             return Step::kTake;
           }
           return Step::kReject;
-        default: return Step::kReject;
+        default:
+          return Step::kReject;
       }
     }
   }
@@ -702,9 +738,8 @@ uint32_t GrammarState::ChosenLiteral() const {
 
 bool GrammarState::EndImplicitFrame() {
   const Frame& f = stack_.back();
-  if (f.type == Frame::kNumber &&
-      (f.phase == number::kZero || f.phase == number::kInt || f.phase == number::kFrac ||
-       f.phase == number::kExpDigits)) {
+  if (f.type == Frame::kNumber && (f.phase == number::kZero || f.phase == number::kInt ||
+                                   f.phase == number::kFrac || f.phase == number::kExpDigits)) {
     stack_.pop_back();
     return true;
   }
@@ -725,8 +760,10 @@ bool GrammarState::EndImplicitFrame() {
 uint8_t GrammarState::ClosingByte() const {
   const Frame& f = stack_.back();
   switch (f.type) {
-    case Frame::kLiteral: return uint8_t(g_->sets_[f.node].items[ChosenLiteral()][f.offset]);
-    case Frame::kNumber: return '0';
+    case Frame::kLiteral:
+      return uint8_t(g_->sets_[f.node].items[ChosenLiteral()][f.offset]);
+    case Frame::kNumber:
+      return '0';
     case Frame::kString:
       if (f.phase == text::kOpen) return '"';
       if (f.utf8_left) return f.utf8_lo;
@@ -736,40 +773,57 @@ uint8_t GrammarState::ClosingByte() const {
       return '"';
     case Frame::kEnvelope:
       switch (f.phase) {
-        case envelope::kThink: return f.utf8_left ? f.utf8_lo : uint8_t(kThinkEnd[f.count]);
-        case envelope::kOpen: return '[';
-        case envelope::kNeedCall: return '{';
-        default: return ']';
+        case envelope::kThink:
+          return f.utf8_left ? f.utf8_lo : uint8_t(kThinkEnd[f.count]);
+        case envelope::kOpen:
+          return '[';
+        case envelope::kNeedCall:
+          return '{';
+        default:
+          return ']';
       }
     case Frame::kCall:
       return f.phase == call::kArgs ? g_->MinFirstByte(g_->catalog_.tools[f.pending].arguments)
                                     : '}';
     case Frame::kObject:
       switch (f.phase) {
-        case object::kOpen: return '{';
-        case object::kKey: return '"';
+        case object::kOpen:
+          return '{';
+        case object::kKey:
+          return '"';
         case object::kValue:
           return g_->MinFirstByte(g_->catalog_.nodes[f.node].properties[f.pending].node);
-        case object::kStart: return RequiredMissing(f) ? '"' : '}';
-        default: return RequiredMissing(f) ? ',' : '}';
+        case object::kStart:
+          return RequiredMissing(f) ? '"' : '}';
+        default:
+          return RequiredMissing(f) ? ',' : '}';
       }
     case Frame::kFreeObject:
       switch (f.phase) {
-        case free_object::kOpen: return '{';
-        case free_object::kColon: return ':';
-        case free_object::kValue: return '0';
-        case free_object::kKey: return '"';
-        default: return '}';
+        case free_object::kOpen:
+          return '{';
+        case free_object::kColon:
+          return ':';
+        case free_object::kValue:
+          return '0';
+        case free_object::kKey:
+          return '"';
+        default:
+          return '}';
       }
     case Frame::kArray: {
       const SchemaNode* n = f.node < 0 ? nullptr : &g_->catalog_.nodes[f.node];
       const uint32_t min = n ? n->min_items : 0;
       const int items = n ? n->items : -1;
       switch (f.phase) {
-        case array::kOpen: return '[';
-        case array::kNeed: return g_->MinFirstByte(items);
-        case array::kStart: return f.count < min ? g_->MinFirstByte(items) : ']';
-        default: return f.count < min ? ',' : ']';
+        case array::kOpen:
+          return '[';
+        case array::kNeed:
+          return g_->MinFirstByte(items);
+        case array::kStart:
+          return f.count < min ? g_->MinFirstByte(items) : ']';
+        default:
+          return f.count < min ? ',' : ']';
       }
     }
   }

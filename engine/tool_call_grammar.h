@@ -4,11 +4,11 @@
 //   "</tool_call>" "<|im_end|>"
 //   CALL = "{" "\"name\":" NAME ",\"arguments\":" ARGUMENTS "}"
 //
-// TEXT is any UTF-8 text without "</think>" or "<|im_end|>"; NAME is one declared tool name as a JSON string;
-// ARGUMENTS is compact JSON valid for that tool's parameters (engine/tool_schema.h): only
-// declared keys, each at most once, every required key, enum values byte for byte, integers
-// as integer literals, strings valid UTF-8 JSON. The optional leading space is the
-// tokenizer's dummy prefix: the official training encodes the answer as its own string.
+// TEXT is any UTF-8 text without "</think>" or "<|im_end|>"; NAME is one declared tool name as a
+// JSON string; ARGUMENTS is compact JSON valid for that tool's parameters (engine/tool_schema.h):
+// only declared keys, each at most once, every required key, enum values byte for byte, integers as
+// integer literals, strings valid UTF-8 JSON. The optional leading space is the tokenizer's dummy
+// prefix: the official training encodes the answer as its own string.
 //
 // GrammarState is a small copyable value: the token mask tries a token by feeding its bytes
 // to a copy. It also knows the shortest way to finish from where it is, which is what lets
@@ -49,8 +49,8 @@ class ToolCallGrammar {
   std::vector<LiteralSet> sets_;
   std::vector<int> node_set_;  // kEnum: its values; kObject: its keys ("name":)
   std::vector<uint32_t> min_len_;
-  int lead_set_ = -1, after_think_set_ = -1, call_head_set_ = -1, tail_set_ = -1,
-      bool_set_ = -1, null_set_ = -1;
+  int lead_set_ = -1, after_think_set_ = -1, call_head_set_ = -1, tail_set_ = -1, bool_set_ = -1,
+      null_set_ = -1;
 };
 
 class GrammarState {
@@ -67,8 +67,8 @@ class GrammarState {
   bool InThink() const;
 
   // Where the next bytes go, for the token mask's shortcuts: in free think text (no partial
-  // "</think>" or UTF-8 sequence), in a string body with no escape or UTF-8 sequence open (`string_room`
-  // code points left), or in structure (everything else: the mask tries each token).
+  // "</think>" or UTF-8 sequence), in a string body with no escape or UTF-8 sequence open
+  // (`string_room` code points left), or in structure (everything else: the mask tries each token).
   enum class Context { kStructure, kStringBody, kThinkText };
   Context context() const;
   uint32_t string_room() const;
@@ -82,15 +82,23 @@ class GrammarState {
 
  private:
   struct Frame {
-    enum Type : uint8_t { kEnvelope, kCall, kObject, kFreeObject, kArray, kString, kNumber,
-                          kLiteral };
+    enum Type : uint8_t {
+      kEnvelope,
+      kCall,
+      kObject,
+      kFreeObject,
+      kArray,
+      kString,
+      kNumber,
+      kLiteral
+    };
     Type type = kEnvelope;
     uint8_t phase = 0;
     uint8_t esc = 0;        // string: 1 after '\', 2..5 inside \uXXXX
     uint8_t utf8_left = 0;  // string: continuation bytes still due, next one in [lo, hi]
     uint8_t utf8_lo = 0x80, utf8_hi = 0xBF;
-    bool flag = false;  // number: integer only; string: \u escape started with d/D
-    int32_t node = -1;  // schema node (-1: any value); literal: its set
+    bool flag = false;     // number: integer only; string: \u escape started with d/D
+    int32_t node = -1;     // schema node (-1: any value); literal: its set
     int32_t pending = -1;  // object: property whose value comes next; call: the tool
     uint32_t lo = 0, hi = 0, offset = 0;  // literal: candidate range, bytes matched;
                                           // think: "<|im_end|>" matched

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "engine/chat_template.h"
 #include "engine/python_json.h"
@@ -11,22 +12,22 @@
 #include "engine/tool_retrieval.h"
 #include "lib/resources.h"
 #include "lib/status.h"
+#include "lib/utf8.h"
 
 namespace cact {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
+std::string_view StripWhitespace(std::string_view s) {
+  const absl::string_view stripped =
+      absl::StripAsciiWhitespace(absl::string_view(s.data(), s.size()));
+  return std::string_view(stripped.data(), stripped.size());
+}
+
 constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
 constexpr std::string_view kCallOpen = "<tool_call>", kCallClose = "</tool_call>";
 constexpr std::string_view kImEnd = "<|im_end|>";
-
-std::string_view StripSpace(std::string_view s) {
-  constexpr std::string_view ws = " \t\n\r\f\v";
-  const size_t b = s.find_first_not_of(ws);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(ws) - b + 1);
-}
 
 // The tools kept for the prompt (all of them unless the catalogue is larger than top_tools
 // or does not fit the context), ranked by the contrastive head when the model has one.
@@ -45,8 +46,8 @@ absl::StatusOr<Retrieval> RetrieveTools(const ToolCallRequest& req, const ToolCa
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
   CACT_ASSIGN_OR_RETURN(const ChatPrompt bare, BuildChatPrompt(tok, "[]", req.query, system));
-  const int64_t room = int64_t(model.max_seq_len()) - int64_t(bare.ids.size()) -
-                       int64_t(req.run.max_new_tokens);
+  const int64_t room =
+      int64_t(model.max_seq_len()) - int64_t(bare.ids.size()) - int64_t(req.run.max_new_tokens);
   if (room <= 0)
     return absl::InvalidArgumentError(absl::StrFormat(
         "the query alone takes %d tokens and the answer %d: more than max_seq_len %d",
@@ -103,31 +104,6 @@ absl::StatusOr<Retrieval> RetrieveTools(const ToolCallRequest& req, const ToolCa
   return r;
 }
 
-// Free decoding may write broken UTF-8; the reported text replaces each bad byte with
-// U+FFFD, as the tokenizer's decoder does.
-std::string ReplaceBadUtf8(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size();) {
-    const uint8_t c = uint8_t(s[i]);
-    size_t len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-                              : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    const uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
-    const uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    for (size_t k = 1; k < len; ++k) {
-      const uint8_t b = i + k < s.size() ? uint8_t(s[i + k]) : 0;
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) len = 0;
-    }
-    if (len == 0) {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      out.append(s.substr(i, len));
-      i += len;
-    }
-  }
-  return out;
-}
-
 // Where a byte string stops being a valid answer, for the message of an invalid one.
 std::string WhyInvalid(const ToolCallGrammar& grammar, std::string_view bytes) {
   GrammarState s(grammar);
@@ -155,7 +131,7 @@ void ReadAnswer(const ToolCallGrammar& grammar, std::string_view bytes, ToolCall
     const size_t close = text.find(kThinkClose);
     const size_t end = close == std::string_view::npos ? text.size() : close;
     out->reasoning =
-        ReplaceBadUtf8(StripSpace(text.substr(kThinkOpen.size(), end - kThinkOpen.size())));
+        ReplaceBadUtf8(StripWhitespace(text.substr(kThinkOpen.size(), end - kThinkOpen.size())));
   }
   GrammarState s(grammar);
   out->valid = s.Feed(bytes) && s.Done();
@@ -204,16 +180,16 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
   // the actual prompt leaves of the context.
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  CACT_ASSIGN_OR_RETURN(const ChatPrompt prompt, BuildChatPrompt(tok, kept_json, req.query, system));
+  CACT_ASSIGN_OR_RETURN(const ChatPrompt prompt,
+                        BuildChatPrompt(tok, kept_json, req.query, system));
   const uint32_t budget = uint32_t(std::min<int64_t>(
       req.run.max_new_tokens, int64_t(model->max_seq_len()) - int64_t(prompt.ids.size())));
   std::optional<ToolCallDecoder> decoder;
   if (req.grammar) {
-    CACT_ASSIGN_OR_RETURN(decoder,
-                          ToolCallDecoder::Create(grammar, trie,
-                                                  {.max_tokens = budget,
-                                                   .think_max = req.think_max,
-                                                   .sampling = req.run.sampling}));
+    CACT_ASSIGN_OR_RETURN(decoder, ToolCallDecoder::Create(grammar, trie,
+                                                           {.max_tokens = budget,
+                                                            .think_max = req.think_max,
+                                                            .sampling = req.run.sampling}));
   }
   res.grammar_setup_ms = clock.Millis();
 
@@ -224,7 +200,8 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
   run.query = req.query;
   run.system = req.system;
   run.probes = model->FindProbeHead(ProbeHead::kConfidence) != nullptr;
-  if (decoder) run.choose_next = [&](std::span<const float> logits) { return decoder->Next(logits); };
+  if (decoder)
+    run.choose_next = [&](std::span<const float> logits) { return decoder->Next(logits); };
   CACT_ASSIGN_OR_RETURN(res.run, RunModel(run));
   res.run.timings.open_ms += open_ms;
   res.run.timings.load_ms += open_ms;

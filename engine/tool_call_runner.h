@@ -40,11 +40,11 @@ struct ToolConsidered {
 };
 
 struct ToolCallResult {
-  RunResult run;             // prompt/generated ids, timings of prefill and decode
-  std::string text;          // the answer as decoded text
-  std::string reasoning;     // the think block's text, stripped
+  RunResult run;          // prompt/generated ids, timings of prefill and decode
+  std::string text;       // the answer as decoded text
+  std::string reasoning;  // the think block's text, stripped
   nlohmann::ordered_json tool_calls = nlohmann::ordered_json::array();
-  bool valid = false;        // the answer is a complete, schema-valid call list
+  bool valid = false;  // the answer is a complete, schema-valid call list
   std::string invalid_reason;
   std::optional<double> confidence;  // sigmoid of the confidence head, if the model has one
   bool suppressed = false;           // calls dropped for being below min_confidence

@@ -15,12 +15,26 @@ using Json = nlohmann::ordered_json;
 
 // Constraints a token mask cannot express (or that change which values are valid in ways
 // the grammar would silently ignore): refused rather than relaxed.
-constexpr std::array<std::string_view, 20> kRefusedKeywords = {
-    "$ref",          "oneOf",         "anyOf",       "allOf",
-    "not",           "if",            "then",        "else",
-    "pattern",       "patternProperties", "propertyNames", "dependentRequired",
-    "dependentSchemas", "dependencies", "prefixItems", "contains",
-    "unevaluatedProperties", "unevaluatedItems", "minProperties", "maxProperties"};
+constexpr std::array<std::string_view, 20> kRefusedKeywords = {"$ref",
+                                                               "oneOf",
+                                                               "anyOf",
+                                                               "allOf",
+                                                               "not",
+                                                               "if",
+                                                               "then",
+                                                               "else",
+                                                               "pattern",
+                                                               "patternProperties",
+                                                               "propertyNames",
+                                                               "dependentRequired",
+                                                               "dependentSchemas",
+                                                               "dependencies",
+                                                               "prefixItems",
+                                                               "contains",
+                                                               "unevaluatedProperties",
+                                                               "unevaluatedItems",
+                                                               "minProperties",
+                                                               "maxProperties"};
 
 SchemaNode OfKind(SchemaNode::Kind kind) {
   SchemaNode n;
@@ -38,9 +52,9 @@ class CatalogParser {
       return absl::InvalidArgumentError(
           absl::StrCat(file_, ": the tools JSON is malformed: ", root.status().message()));
     if (!root->is_array())
-      return absl::InvalidArgumentError(absl::StrCat(
-          file_, ": the tools JSON must be an array of tool declarations, found ",
-          root->type_name()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(file_, ": the tools JSON must be an array of tool declarations, found ",
+                       root->type_name()));
     absl::flat_hash_set<std::string> names;
     for (size_t i = 0; i < root->size(); ++i) {
       const Json& decl = (*root)[i];

@@ -13,4 +13,5 @@ set(CACT_LIB_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/sha256_portable.cc
   ${CMAKE_CURRENT_LIST_DIR}/sha256_shani.cc
   ${CMAKE_CURRENT_LIST_DIR}/status.cc
+  ${CMAKE_CURRENT_LIST_DIR}/utf8.cc
 )

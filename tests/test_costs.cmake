@@ -8,6 +8,10 @@
 # runs (its COST is in tests/CMakeLists.txt). Refresh from a build's
 # Testing/Temporary/LastTest.log when the suite changes: a stale entry only changes the order.
 set(cact_test_costs
+  40 [=[ToolCallRunner.SampledAnswersAreValidOverAThousandSeeds]=]
+  20 [=[ToolCallRunner.GreedyAnswersAreValidForEveryCatalogueOnFixturesAndNeedle2]=]
+  8 [=[ToolCallGrammar.RandomWalksCompleteToValidAnswers]=]
+  5 [=[ToolCallRunner.PromptIdsMatchTheOfficialRenderingOnNeedle2]=]
   29 [=[TorchSynthetic.Needle2MatchesEngineAndRoundTrips]=]
   24 [=[TorchImportDamage.DamagedArchivesExitCleanly]=]
   14 [=[Fixtures/PythonEditAndReturn.LoadRunEditImport/"odd"]=]

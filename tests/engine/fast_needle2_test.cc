@@ -16,27 +16,10 @@
 #include "engine_test_util.h"
 #include "quant/build.h"
 #include "quant/synthetic.h"
+#include "synthetic_needle2.h"
 
 namespace cact::testing {
 namespace {
-
-std::unique_ptr<Model> SyntheticNeedle2(const std::string& path) {
-  auto preset = FindSyntheticPreset("needle2");
-  EXPECT_TRUE(preset.ok()) << preset.status();
-  auto tokenizer = SyntheticTokenizer(*preset);
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  const Safetensors weights = GenerateSyntheticWeights(*preset, 1);
-  BuildRequest req;
-  req.weights = &weights;
-  req.tokenizer = std::move(*tokenizer);
-  RebuildReport report;
-  auto contents = BuildCact(req, &report);
-  EXPECT_TRUE(contents.ok()) << contents.status();
-  EXPECT_TRUE(FinishRebuild(*contents, path, 0, &report).ok());
-  auto model = Model::Open(path);
-  EXPECT_TRUE(model.ok()) << model.status();
-  return model.ok() ? std::move(model).value() : nullptr;
-}
 
 TEST(FastNeedle2, MatchesReferencePastTheWindow) {
   TempDir tmp;

@@ -13,8 +13,7 @@
 #include "engine/tool_call_runner.h"
 #include "engine/tool_retrieval.h"
 #include "engine_test_util.h"
-#include "quant/build.h"
-#include "quant/synthetic.h"
+#include "synthetic_needle2.h"
 
 namespace cact::testing {
 namespace {
@@ -56,7 +55,9 @@ std::vector<bool> ValidatorVerdicts(const std::vector<Json>& records, std::strin
   }
   const std::string script =
       "import json, sys\n"
-      "sys.path.insert(0, '" + std::string(CACT_SOURCE_DIR) + "/tests/engine')\n"
+      "sys.path.insert(0, '" +
+      std::string(CACT_SOURCE_DIR) +
+      "/tests/engine')\n"
       "import tool_call_validator as v\n"
       "for line in open(sys.argv[1], encoding='utf-8'):\n"
       "    r = json.loads(line)\n"
@@ -69,7 +70,8 @@ std::vector<bool> ValidatorVerdicts(const std::vector<Json>& records, std::strin
     std::ofstream f(dir / "verdicts.py");
     f << script;
   }
-  CommandResult r = cact::testing::Run(Python() + " " + (dir / "verdicts.py") + " " + (dir / "outputs.jsonl"));
+  CommandResult r =
+      cact::testing::Run(Python() + " " + (dir / "verdicts.py") + " " + (dir / "outputs.jsonl"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   *report = r.output;
   std::vector<bool> verdicts;
@@ -79,24 +81,13 @@ std::vector<bool> ValidatorVerdicts(const std::vector<Json>& records, std::strin
   return verdicts;
 }
 
-Json Record(const Json& tools, const ToolCallResult& r) {
-  return Json{{"tools", tools}, {"text", r.text}, {"tool_calls", r.tool_calls}};
+std::string Needle2File(const std::string& path) {
+  EXPECT_NE(SyntheticNeedle2(path), nullptr);
+  return path;
 }
 
-std::string SyntheticNeedle2(const std::string& path) {
-  auto preset = FindSyntheticPreset("needle2");
-  EXPECT_TRUE(preset.ok()) << preset.status();
-  auto tokenizer = SyntheticTokenizer(*preset);
-  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
-  const Safetensors weights = GenerateSyntheticWeights(*preset, 1);
-  BuildRequest req;
-  req.weights = &weights;
-  req.tokenizer = std::move(*tokenizer);
-  RebuildReport report;
-  auto contents = BuildCact(req, &report);
-  EXPECT_TRUE(contents.ok()) << contents.status();
-  EXPECT_TRUE(FinishRebuild(*contents, path, 0, &report).ok());
-  return path;
+Json Record(const Json& tools, const ToolCallResult& r) {
+  return Json{{"tools", tools}, {"text", r.text}, {"tool_calls", r.tool_calls}};
 }
 
 void ExpectAllValid(const std::vector<Json>& records) {
@@ -107,11 +98,11 @@ void ExpectAllValid(const std::vector<Json>& records) {
     EXPECT_TRUE(verdicts[i]) << records[i].dump() << "\n" << report;
 }
 
-TEST(ToolCallRunner, GreedyAnswersAreValidForEveryCatalogue) {
+TEST(ToolCallRunner, GreedyAnswersAreValidForEveryCatalogueOnFixturesAndNeedle2) {
   TempDir tmp;
   const std::vector<std::string> models = {Fixture("tiny", "model.cact"),
                                            Fixture("odd", "model.cact"),
-                                           SyntheticNeedle2(tmp / "needle2.cact")};
+                                           Needle2File(tmp / "needle2.cact")};
   std::vector<Json> records;
   size_t calls = 0;
   for (const std::string& model : models) {
@@ -197,9 +188,9 @@ TEST(ToolCallRunner, FreeDecodingVerdictAgreesWithTheValidator) {
   EXPECT_NE(std::count(ours.begin(), ours.end(), false), 0);
 }
 
-TEST(ToolCallRunner, PromptIdsMatchTheOfficialRendering) {
+TEST(ToolCallRunner, PromptIdsMatchTheOfficialRenderingOnNeedle2) {
   TempDir tmp;
-  const std::string model = SyntheticNeedle2(tmp / "needle2.cact");
+  const std::string model = Needle2File(tmp / "needle2.cact");
   const Json tools = Json::parse(R"([
     {"name": "r\u00e9server_h\u00f4tel", "description": "R\u00e9serve une chambre \u00e0 Lyon: \"vite\" \\ \u65e5",
      "parameters": {"type": "object", "properties": {"ville": {"type": "string", "enum": ["Lyon", "S\u00e8te"]}}}},
@@ -208,10 +199,10 @@ TEST(ToolCallRunner, PromptIdsMatchTheOfficialRendering) {
   std::ofstream(tmp / "tools.json") << tools.dump();
   std::ofstream(tmp / "query.txt") << query;
   std::ofstream(tmp / "system.txt") << "  Be brief. ";
-  CommandResult o = cact::testing::Run(Python() + " " + CACT_SOURCE_DIR + "/tests/engine/chat_oracle.py " +
-                        CACT_SOURCE_DIR + "/quant/data/needle2_tokenizer.model " +
-                        (tmp / "tools.json") + " " + (tmp / "query.txt") + " " +
-                        (tmp / "system.txt") + " " + (tmp / "out.json"));
+  CommandResult o = cact::testing::Run(
+      Python() + " " + CACT_SOURCE_DIR + "/tests/engine/chat_oracle.py " + CACT_SOURCE_DIR +
+      "/quant/data/needle2_tokenizer.model " + (tmp / "tools.json") + " " + (tmp / "query.txt") +
+      " " + (tmp / "system.txt") + " " + (tmp / "out.json"));
   ASSERT_EQ(o.exit_code, 0) << o.output;
   const Json want = ReadJson(tmp / "out.json");
 
@@ -287,8 +278,7 @@ TEST(ToolCallRunner, ACatalogueTooBigForTheContextIsPruned) {
   for (const Json& t : j.at("tools_considered"))
     by_context += t.value("dropped_by", "") == std::string("context");
   EXPECT_GT(by_context, 0u) << j.dump();
-  EXPECT_LE(r->run.prompt_ids.size() + req.run.max_new_tokens,
-            FixtureModel("tiny").max_seq_len());
+  EXPECT_LE(r->run.prompt_ids.size() + req.run.max_new_tokens, FixtureModel("tiny").max_seq_len());
   EXPECT_TRUE(r->valid);
 }
 
@@ -336,8 +326,8 @@ TEST(ToolCallRunner, BadToolsFilesExitTwoNamingToolAndKeyword) {
     std::getline(cols, tool, '\t');
     std::getline(cols, keyword, '\t');
     const std::string path = Data("bad_tools/" + file);
-    CommandResult r = cact::testing::Run(Tool("cact-run") + " " + Fixture("tiny", "model.cact") + " --tools " +
-                          path + " --query q 2>&1");
+    CommandResult r = cact::testing::Run(Tool("cact-run") + " " + Fixture("tiny", "model.cact") +
+                                         " --tools " + path + " --query q 2>&1");
     EXPECT_EQ(r.exit_code, 2) << file << ": " << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
     EXPECT_NE(r.output.find(path), std::string::npos) << r.output;

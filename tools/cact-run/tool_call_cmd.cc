@@ -21,8 +21,8 @@ int RunToolCallCommand(const ToolCallRequest& request, bool json) {
   std::fflush(stdout);
   std::string line = TimingLine(r.run);
   line += absl::StrFormat(" | grammar %s, mask %.2f ms over %d steps | total %.1f ms",
-                          request.grammar ? "on" : "off", r.grammar.mask_ms,
-                          r.grammar.masked_steps, r.total_ms);
+                          request.grammar ? "on" : "off", r.grammar.mask_ms, r.grammar.masked_steps,
+                          r.total_ms);
   std::fprintf(stderr, "%s\n", line.c_str());
   if (!json) {
     if (r.retrieval != "none") {
