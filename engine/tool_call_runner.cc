@@ -252,6 +252,8 @@ std::string ToolCallJson(const ToolCallResult& r) {
   j["tools_considered"] = std::move(considered);
   j["path"] = r.run.path_name;
   j["threads"] = r.run.threads;
+  j["window"] = r.run.window;
+  j["sink"] = r.run.sink;
   j["prompt_tokens"] = t.prompt_tokens;
   j["prompt_ids"] = r.run.prompt_ids;
   j["generated_ids"] = r.run.generated_ids;

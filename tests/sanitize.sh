@@ -28,7 +28,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_strin
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 # Engine tests: the fixture forward passes only (the synthetic needle2 ones are minutes
-# under ASan) and the tool-call grammar in full, but not the 1,200-answer decoding sweep
+# under ASan) and the tool-call grammar in full, but not the 1,000-answer decoding sweep
 # (the same code as its quicker tests, over many model runs); everything in the other areas.
 echo "== ctest (sanitized subset)"
 ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 600 \

@@ -210,7 +210,7 @@ TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
   const auto want = nlohmann::json::parse(wf);
 
   auto r = RunSplit(Fixture("tiny", "model.cact") + " --ref --tools " + tools + " --query '" +
-                    query + "' -n 4 --json");
+                    query + "' -n 8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("prompt_ids"), want.at("ids"));

@@ -132,13 +132,13 @@ TEST(ToolCallRunner, SampledAnswersAreValidOverAThousandSeeds) {
   const Json& catalogs = Catalogs();
   std::vector<Json> records;
   size_t calls = 0, forced = 0, with_think = 0;
-  // 1,000 seeds on tiny, 200 more on odd (its retrieval runs the contrastive head over
-  // every declaration, which makes each answer slower).
-  for (uint64_t seed = 0; seed < 1200; ++seed) {
+  // Every fifth seed on odd (its retrieval runs the contrastive head over every
+  // declaration, which makes each answer slower), the others on tiny.
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
     const Json& catalog = catalogs[seed % catalogs.size()];
     const Json& queries = catalog.at("queries");
     ToolCallRequest req =
-        Request(Fixture(seed < 1000 ? "tiny" : "odd", "model.cact"), catalog.at("tools"),
+        Request(Fixture(seed % 5 == 4 ? "odd" : "tiny", "model.cact"), catalog.at("tools"),
                 queries[(seed / catalogs.size()) % queries.size()].at("query"));
     req.run.sampling = {.temperature = 1.5f, .seed = seed};
     req.run.max_new_tokens = uint32_t(8 + seed % 57);
@@ -157,7 +157,7 @@ TEST(ToolCallRunner, SampledAnswersAreValidOverAThousandSeeds) {
   EXPECT_GT(calls, 80u);
   EXPECT_GT(with_think, 100u);
   EXPECT_GT(forced, 1000u);
-  std::printf("  1200 sampled answers: %zu calls, %zu with a think block, %zu forced tokens\n",
+  std::printf("  1000 sampled answers: %zu calls, %zu with a think block, %zu forced tokens\n",
               calls, with_think, forced);
 }
 

@@ -35,7 +35,8 @@ Choices where the subset leaves room (strictest reading that a correct grammar s
   `</think>\\n`; the text need not start or end with a newline.
 * A typed object schema without `properties` (or with additionalProperties true/a schema)
   accepts only `{}` / the declared keys; an untyped schema with no enum/const is any value.
-* `parameters` must say "type": "object"; a missing type is refused like any other type.
+* `parameters` without "type" is an object schema (as the grammar reads it); any other
+  type is refused.
 * enum/const numbers compare by exact decimal value (3.50 matches 3.5), but an enum member
   written as an integer needs an integer literal (2.0 does not match 2).
 * Reported tool_calls are compared as JSON values (key order ignored, 1 == 1.0, true != 1).
@@ -263,8 +264,9 @@ def check_tools(tools):
         if "parameters" in entry:
             if not isinstance(parameters, dict):
                 raise ToolsError(name, "parameters", "parameters is not an object schema")
-            if parameters.get("type") != "object":
+            if parameters.get("type", "object") != "object":
                 raise ToolsError(name, "type", "parameters' type is not \"object\"")
+            parameters = {**parameters, "type": "object"}
             _check_schema(name, parameters, "")
         declared[name] = parameters
     return declared
