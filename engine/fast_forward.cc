@@ -196,7 +196,13 @@ class FastForward final : public Forward {
   // to `logits` (row t - first), if not null.
   void RunChunk(uint32_t p0, uint32_t n, uint32_t first, float* logits) {
     const uint32_t L = g_.num_layers;
-    if (opt_.keep_hidden) hidden_.by_position().resize(size_t(p0 + n) * L * g_.d_model);
+    if (opt_.keep_hidden) {
+      // Room for the whole context up front: growing a step at a time would copy the record
+      // and fault in fresh pages at every doubling. Untouched capacity costs no memory.
+      std::vector<float>& h = hidden_.by_position();
+      if (h.capacity() == 0) h.reserve(size_t(g_.max_seq_len) * L * g_.d_model);
+      h.resize(size_t(p0 + n) * L * g_.d_model);
+    }
     act_.AllocateTokenBuffers();
     RopeTable(p0, n);
     if (n > 1) {
