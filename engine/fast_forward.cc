@@ -182,6 +182,9 @@ class FastForward final : public Forward {
   const std::vector<float>& hidden() const override {
     return hidden_.ByLayer(g_.num_layers, g_.d_model);
   }
+  const std::vector<float>& hidden_by_position() const override {
+    return hidden_.by_position();
+  }
 
   // "fast-int8" with plain int8 numerics (forward_paths.h).
   std::string name() const override { return name_; }

@@ -43,6 +43,8 @@ class Forward {
   // With keep_hidden: lane mean after each layer, [L][position()][d] row-major
   // (the layout of the fixtures' hidden_*.npy). Empty otherwise.
   virtual const std::vector<float>& hidden() const = 0;
+  // The same values as recorded, [position()][L][d]: no rearranged copy.
+  virtual const std::vector<float>& hidden_by_position() const = 0;
   // "reference", "fast", ...
   virtual std::string name() const = 0;
 };
@@ -70,6 +72,7 @@ class HiddenRecord {
   }
   // [T][L][d]; the forward appends or resizes and writes rows.
   std::vector<float>& by_position() { return by_position_; }
+  const std::vector<float>& by_position() const { return by_position_; }
   // [L][T][d] of the T = by_position().size() / (L * d) recorded positions.
   const std::vector<float>& ByLayer(size_t L, size_t d) const;
 

@@ -42,7 +42,8 @@ std::vector<float> RunHead(const ProbeHeadWeights& head, const std::vector<const
 }  // namespace
 
 absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<const int32_t> tokens,
-                                               std::span<const float> hidden, int32_t pad_id) {
+                                               std::span<const float> hidden, int32_t pad_id,
+                                               HiddenLayout layout) {
   const uint32_t d = model.d_model(), L = model.num_layers();
   const size_t T = tokens.size();
   if (hidden.size() != size_t(L) * T * d)
@@ -63,7 +64,9 @@ absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<con
     model.embedding().DequantizeRow(uint32_t(tokens[t]), e);
     for (uint32_t i = 0; i < d; ++i) e[i] *= scale;
     cells.push_back(e);
-    for (uint32_t l = 0; l < L; ++l) cells.push_back(&hidden[(size_t(l) * T + t) * d]);
+    for (uint32_t l = 0; l < L; ++l)
+      cells.push_back(
+          &hidden[(layout == HiddenLayout::kByLayer ? size_t(l) * T + t : t * L + l) * d]);
   }
   if (cells.empty()) return absl::InvalidArgumentError("probe heads: every token is padding");
 

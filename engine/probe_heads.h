@@ -16,10 +16,15 @@ struct ProbeOutputs {
   float confidence = 0;  // confidence head logit
 };
 
+// How the lane means are laid out: [L][T][d] (Forward::hidden()) or [T][L][d]
+// (Forward::hidden_by_position(), as recorded: no rearranged copy).
+enum class HiddenLayout { kByLayer, kByPosition };
+
 // Cells are, for every token, [e = sqrt(d) * embedding[token], lane mean after each layer]
-// (T * (L + 1) vectors). `hidden` is [L][T][d] (Forward::hidden() with keep_hidden).
-// Tokens equal to `pad_id` are masked out of the softmax.
+// (T * (L + 1) vectors) from `hidden` (keep_hidden). Tokens equal to `pad_id` are masked out
+// of the softmax.
 absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<const int32_t> tokens,
-                                               std::span<const float> hidden, int32_t pad_id = 0);
+                                               std::span<const float> hidden, int32_t pad_id = 0,
+                                               HiddenLayout layout = HiddenLayout::kByLayer);
 
 }  // namespace cact

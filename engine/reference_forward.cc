@@ -75,6 +75,9 @@ class ReferenceForward final : public Forward {
   const std::vector<float>& hidden() const override {
     return hidden_.ByLayer(g_.num_layers, g_.d_model);
   }
+  const std::vector<float>& hidden_by_position() const override {
+    return hidden_.by_position();
+  }
 
   std::string name() const override { return "reference"; }
 

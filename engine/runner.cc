@@ -208,8 +208,9 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     std::vector<int32_t> fed = prompt.ids;
     fed.insert(fed.end(), r.generated_ids.begin(),
                r.generated_ids.begin() + r.timings.decode_steps);
-    CACT_ASSIGN_OR_RETURN(
-        r.probes, ComputeProbeHeads(model, fed, fwd.hidden(), tokenizer ? tokenizer->pad_id() : 0));
+    CACT_ASSIGN_OR_RETURN(r.probes, ComputeProbeHeads(model, fed, fwd.hidden_by_position(),
+                                                      tokenizer ? tokenizer->pad_id() : 0,
+                                                      HiddenLayout::kByPosition));
   }
   r.timings.peak_rss_bytes = PeakRssBytes();
   return r;

@@ -35,7 +35,8 @@ absl::StatusOr<ProbeOutputs> RunProbeHeads(const Model& model, std::string_view 
   auto forward = MakeForwardPath(model, forward_path, options);
   if (!forward.ok()) return forward.status();
   if (absl::Status s = (*forward)->Feed(tokens, nullptr, false); !s.ok()) return s;
-  return ComputeProbeHeads(model, tokens, (*forward)->hidden(), pad_id);
+  return ComputeProbeHeads(model, tokens, (*forward)->hidden_by_position(), pad_id,
+                           HiddenLayout::kByPosition);
 }
 
 }  // namespace

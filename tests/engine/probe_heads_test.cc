@@ -52,6 +52,14 @@ TEST(ProbeHeads, MatchNumpyOracleOnOddFixture) {
     for (size_t i = 0; i < retrieval.size(); ++i)
       EXPECT_NEAR(own->retrieval[i], retrieval[i], 1e-4) << seq << " " << i;
     EXPECT_NEAR(own->confidence, want.at("confidence_head")[0].get<double>(), 1e-4) << seq;
+
+    // 3. The recorded [T][L][d] layout reads the same cells: bit-identical outputs.
+    auto by_position =
+        ComputeProbeHeads(model, tokens, fwd->hidden_by_position(), 0, HiddenLayout::kByPosition);
+    ASSERT_TRUE(by_position.ok()) << by_position.status();
+    EXPECT_EQ(by_position->retrieval, own->retrieval) << seq;
+    EXPECT_EQ(by_position->confidence, own->confidence) << seq;
+    EXPECT_NE(fwd->hidden_by_position(), fwd->hidden());  // the layouts do differ
   }
 }
 

@@ -24,6 +24,9 @@ class ScaledForward : public Forward {
   }
   uint32_t position() const override { return inner_->position(); }
   const std::vector<float>& hidden() const override { return inner_->hidden(); }
+  const std::vector<float>& hidden_by_position() const override {
+    return inner_->hidden_by_position();
+  }
   std::string name() const override { return "scaled"; }
 
  private:
