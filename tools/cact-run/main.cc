@@ -70,7 +70,9 @@ int main(int argc, char** argv) {
   app.add_option("--query", query, "user query for the chat template");
   app.add_option("--system", system, "optional system turn for the chat template");
   auto* n_opt =
-      app.add_option("-n,--max-new-tokens", n, "tokens to generate (validate: decode steps)");
+      app.add_option("-n,--max-new-tokens", n,
+                     "tokens to generate (validate: decode steps; tool calls: the answer's budget, "
+                     "default 128)");
   app.add_option(
          "-t,--threads", req.threads,
          "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
@@ -101,7 +103,8 @@ int main(int argc, char** argv) {
   // Tool calls (--tools with --query): the answer is decoded under the grammar of the
   // declared schemas (engine/tool_call_runner.h).
   cact::ToolCallRequest call;
-  app.add_flag("!--no-grammar", call.grammar,
+  bool no_grammar = false;
+  app.add_flag("--no-grammar", no_grammar,
                "tool calls: generate freely instead of under the schemas' grammar");
   app.add_option("--think-max", call.think_max,
                  "tool calls: tokens of free think text before </think> is forced");
@@ -142,6 +145,7 @@ int main(int argc, char** argv) {
     call.query = *req.query;
     call.system = req.system;
     call.run = req;
+    call.grammar = !no_grammar;
     if (!*n_opt) call.run.max_new_tokens = 128;
     return cact::RunToolCallCommand(call, json);
   }
