@@ -121,10 +121,15 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   r.timings.open_ms = clock.Millis();
 
   clock.Reset();
-  std::optional<Tokenizer> tokenizer;
-  if (auto t = Tokenizer::FromBytes(model.file().tokenizer_blob(), model.path()); t.ok())
-    tokenizer = std::move(t).value();
-  CACT_ASSIGN_OR_RETURN(const Prompt prompt, BuildPrompt(req, tokenizer ? &*tokenizer : nullptr));
+  std::optional<Tokenizer> own_tokenizer;
+  const Tokenizer* tokenizer = req.tokenizer;
+  if (!tokenizer) {
+    if (auto t = Tokenizer::FromBytes(model.file().tokenizer_blob(), model.path()); t.ok()) {
+      own_tokenizer = std::move(t).value();
+      tokenizer = &*own_tokenizer;
+    }
+  }
+  CACT_ASSIGN_OR_RETURN(const Prompt prompt, BuildPrompt(req, tokenizer));
   r.timings.tokenize_ms = clock.Millis();
   r.prompt_ids = prompt.ids;
   r.timings.prompt_tokens = uint32_t(prompt.ids.size());
@@ -176,7 +181,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
 
   // Generation: the first token comes from the prefill logits, each later one needs a step.
   Sampler sampler(req.sampling);
-  TextStream stream(tokenizer ? &*tokenizer : nullptr, on_text);
+  TextStream stream(tokenizer, on_text);
   const int32_t eos = tokenizer ? tokenizer->eos_id() : 1;
   const int32_t im_end = tokenizer ? tokenizer->PieceToId("<|im_end|>") : -1;
   std::vector<float> last(logits.end() - V, logits.end());

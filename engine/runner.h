@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "engine/probe_heads.h"
 #include "engine/sampler.h"
+#include "engine/tokenizer.h"
 #include "engine/validate.h"
 
 namespace cact {
@@ -45,8 +46,10 @@ struct RunRequest {
   std::string dump_hidden_dir;  // DIR/hidden.npy: lane mean after each layer [L, T, d]
   bool probes = false;          // compute the probe heads over the fed tokens
 
-  // Library callers that already hold the model pass it here (model_path is then unused).
+  // Library callers that already hold the model (and its tokenizer) pass them here
+  // (model_path is then unused).
   const Model* model = nullptr;
+  const Tokenizer* tokenizer = nullptr;
   // When set, picks every generated token from the last logits instead of the sampler (the
   // tool-call grammar: engine/tool_call_decoder.h); -1 ends the generation.
   std::function<int32_t(std::span<const float>)> choose_next;
@@ -72,7 +75,7 @@ struct RunResult {
   int threads = 1;  // of the path that ran (with --validate: of the checked path)
   std::vector<int32_t> prompt_ids, generated_ids;
   int32_t stopped_by = -1;  // the token that ended generation (EOS, <|im_end|>), else -1
-  std::string text;  // decoded generation (empty without a tokenizer-driven run)
+  std::string text;         // decoded generation (empty without a tokenizer-driven run)
   RunTimings timings;
   std::optional<ProbeOutputs> probes;
   std::optional<ValidationReport> validation;

@@ -46,6 +46,10 @@ int32_t ToolCallDecoder::Force(std::vector<int32_t> plan) {
   if (plan.empty()) return -1;  // no tokens for the completion: Create refused such a vocabulary
   plan_ = std::move(plan);
   plan_pos_ = 0;
+  return NextPlanned();
+}
+
+int32_t ToolCallDecoder::NextPlanned() {
   const int32_t t = plan_[plan_pos_++];
   ++stats_.forced_tokens;
   Accept(t);
@@ -54,12 +58,7 @@ int32_t ToolCallDecoder::Force(std::vector<int32_t> plan) {
 
 int32_t ToolCallDecoder::Next(std::span<const float> logits) {
   if (state_.Done() || emitted_ >= options_.max_tokens) return -1;
-  if (plan_pos_ < plan_.size()) {
-    const int32_t t = plan_[plan_pos_++];
-    ++stats_.forced_tokens;
-    Accept(t);
-    return t;
-  }
+  if (plan_pos_ < plan_.size()) return NextPlanned();
   Stopwatch clock;
   const uint32_t remaining = options_.max_tokens - emitted_;
   // Out of think budget: end the block, then carry on choosing.

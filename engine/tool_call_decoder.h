@@ -50,7 +50,8 @@ class ToolCallDecoder {
   // Tokens for the shortest completion from `s` (empty if it cannot be written).
   std::vector<int32_t> Completion(const GrammarState& s) const;
   void Accept(int32_t token);
-  int32_t Force(std::vector<int32_t> plan);
+  int32_t Force(std::vector<int32_t> plan);  // follow `plan`: its first token now
+  int32_t NextPlanned();
 
   const VocabularyTrie* trie_;
   TokenMasker masker_;

@@ -44,6 +44,27 @@ enum : uint8_t { kStart, kMinus, kZero, kInt, kDot, kFrac, kExp, kExpSign, kExpD
 }
 
 bool IsDigit(uint8_t c) { return c >= '0' && c <= '9'; }
+
+// The bytes a value of each kind of a type union can start with.
+bool StartsKind(SchemaNode::Kind kind, uint8_t c) {
+  switch (kind) {
+    case SchemaNode::kObject:
+      return c == '{';
+    case SchemaNode::kArray:
+      return c == '[';
+    case SchemaNode::kString:
+      return c == '"';
+    case SchemaNode::kInteger:
+    case SchemaNode::kNumber:
+      return c == '-' || IsDigit(c);
+    case SchemaNode::kBoolean:
+      return c == 't' || c == 'f';
+    case SchemaNode::kNull:
+      return c == 'n';
+    default:
+      return false;
+  }
+}
 bool IsHex(uint8_t c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 }  // namespace
@@ -250,10 +271,9 @@ void GrammarState::PushLiteral(int set) {
 
 bool GrammarState::PushValue(int node, uint8_t c) {
   if (node >= 0 && !g_->catalog_.nodes[node].members.empty()) {
-    // A union's members differ in their first byte.
+    // A union's members are different kinds, so the first byte picks one.
     for (int m : g_->catalog_.nodes[node].members)
-      if (GrammarState probe = *this; probe.PushValue(m, c) && probe.Feed(c))
-        return PushValue(m, c);
+      if (StartsKind(g_->catalog_.nodes[m].kind, c)) return PushValue(m, c);
     return false;
   }
   SchemaNode::Kind kind = node < 0 ? SchemaNode::kAny : g_->catalog_.nodes[node].kind;
@@ -306,6 +326,13 @@ bool GrammarState::PushValue(int node, uint8_t c) {
 }
 
 void GrammarState::Pop() { stack_.pop_back(); }
+
+void GrammarState::FinishLiteral(uint32_t i) {
+  const int payload = g_->sets_[stack_.back().node].payload[i];
+  const bool report = stack_.back().flag;
+  Pop();
+  if (report) LiteralDone(payload);
+}
 
 void GrammarState::LiteralDone(int payload) {
   Frame& p = stack_.back();
@@ -366,21 +393,13 @@ GrammarState::Step GrammarState::StepLiteral(uint8_t c) {
     f.lo = lo;
     f.hi = hi;
     ++f.offset;
-    if (hi - lo == 1 && items[lo].size() == f.offset) {
-      const int payload = set.payload[lo];
-      const bool report = f.flag;
-      Pop();
-      if (report) LiteralDone(payload);
-    }
+    if (hi - lo == 1 && items[lo].size() == f.offset) FinishLiteral(lo);
     return Step::kTake;
   }
   // Nothing continues with `c`: a candidate that is complete here ends the literal (the
   // shorter of two numbers in an enum, say) and `c` goes to the parent.
   if (items[f.lo].size() == f.offset && Unseen(set, f.lo)) {
-    const int payload = set.payload[f.lo];
-    const bool report = f.flag;
-    Pop();
-    if (report) LiteralDone(payload);
+    FinishLiteral(f.lo);
     return Step::kRetry;
   }
   return Step::kReject;
@@ -747,10 +766,7 @@ bool GrammarState::EndImplicitFrame() {
     const uint32_t i = ChosenLiteral();
     const ToolCallGrammar::LiteralSet& set = g_->sets_[f.node];
     if (set.items[i].size() == f.offset) {
-      const int payload = set.payload[i];
-      const bool report = f.flag;
-      stack_.pop_back();
-      if (report) LiteralDone(payload);
+      FinishLiteral(i);
       return true;
     }
   }

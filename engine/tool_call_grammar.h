@@ -116,6 +116,8 @@ class GrammarState {
   void PushLiteral(int set);
   bool PushValue(int node, uint8_t c);
   void Pop();  // removes the top frame; a finished literal tells its parent what it matched
+  // Ends the top literal as candidate i; a structural literal tells its parent which.
+  void FinishLiteral(uint32_t i);
   void LiteralDone(int payload);
   bool Unseen(const ToolCallGrammar::LiteralSet& set, uint32_t i) const;
   bool RequiredMissing(const Frame& object) const;

@@ -196,6 +196,7 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
   RunRequest run = req.run;
   run.max_new_tokens = budget;
   run.model = model.get();
+  run.tokenizer = &tok;
   run.tools_json = kept_json;
   run.query = req.query;
   run.system = req.system;
