@@ -135,6 +135,7 @@ class FastForward final : public Forward {
       in.logits.AddConsumer(embedding_);
     }
 
+    ReleaseColdFilePages(model);
     inv_freq_ = ops::RopeInvFreq(g_.head_dim, g_.rope_theta);
     hist_len_ =
         (g_.engram_conv_taps > 0 ? (g_.engram_conv_taps - 1) * g_.engram_conv_dilation : 0) + 1;
@@ -194,6 +195,27 @@ class FastForward final : public Forward {
   struct Inputs {
     SharedInput mhc, attn, out, engram, logits;
   };
+
+  // Per token this path reads only the CQ records of its products through the mapping
+  // (engram table rows with pread, everything else copied at load): the rest of the file
+  // leaves the resident set and cannot be mapped along with them (FileBytes).
+  static void ReleaseColdFilePages(const Model& model) {
+    std::vector<std::span<const uint8_t>> hot;
+    auto add = [&](const MatrixView& v) {
+      if (v.is_cq()) hot.push_back(v.blob);
+    };
+    add(model.embedding());
+    for (const LayerWeights& lw : model.layers())
+      for (const MatrixView* v : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.gate_proj, &lw.out_proj})
+        add(*v);
+    for (const MatrixView* v : {&model.mhc().phi_pre, &model.mhc().phi_post, &model.mhc().phi_res})
+      add(*v);
+    for (const EngramSiteWeights& es : model.engram_sites()) {
+      add(es.key_proj);
+      add(es.value_proj);
+    }
+    model.file().bytes().ReleaseColdPages(std::move(hot));
+  }
 
   // Tokens p0 .. p0+n-1 (already appended to tokens_); logits of chunk tokens >= first go
   // to `logits` (row t - first), if not null.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -115,6 +116,34 @@ void FileBytes::ReadOut(std::span<const uint8_t> range, uint8_t* out) const {
     if (done == range.size()) return;
   }
   std::memcpy(out, range.data(), range.size());  // in memory, or pread failed
+}
+
+size_t FileBytes::ReleaseColdPages(std::vector<std::span<const uint8_t>> hot) const {
+  if (!mapping_) return 0;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t base = uintptr_t(data_), end = base + size_;
+  std::sort(hot.begin(), hot.end(),
+            [](const auto& a, const auto& b) { return a.data() < b.data(); });
+  size_t released = 0;
+  // Cold run [lo, hi): whole pages strictly between hot ranges (a page holding any hot
+  // byte stays hot).
+  auto release = [&](uintptr_t lo, uintptr_t hi) {
+    lo = (lo + page - 1) / page * page;
+    hi = hi / page * page;
+    if (hi <= lo) return;
+    void* p = reinterpret_cast<void*>(lo);
+    if (madvise(p, hi - lo, MADV_RANDOM) != 0 || madvise(p, hi - lo, MADV_DONTNEED) != 0) return;
+    released += hi - lo;
+  };
+  uintptr_t cursor = base;
+  for (const auto& h : hot) {
+    const uintptr_t lo = std::clamp(uintptr_t(h.data()), base, end);
+    const uintptr_t hi = std::clamp(uintptr_t(h.data() + h.size()), base, end);
+    if (lo > cursor) release(cursor, lo);
+    cursor = std::max(cursor, hi);
+  }
+  release(cursor, end);
+  return released;
 }
 
 FileBytes FileBytes::FromBuffer(std::string name, std::vector<uint8_t> data) {

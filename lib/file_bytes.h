@@ -37,6 +37,15 @@ class FileBytes {
   // their pages in the process's resident set; the page cache still serves them.
   void ReadOut(std::span<const uint8_t> range, uint8_t* out) const;
 
+  // For a mapped file: every page outside `hot` (sub-spans of span()) leaves the process's
+  // resident set and becomes its own mapping region, advised as randomly read. Why: right
+  // after a file is written, the page cache holds it in large folios, and a fault maps the
+  // whole folio, up to the region's bounds; with the rarely read parts (tables, heads,
+  // tokenizer) in regions of their own, reading the hot parts no longer maps them too.
+  // Cold pages stay readable: a read faults them back in from the page cache. Returns the
+  // cold bytes so marked (0 for in-memory bytes, or if the kernel refused the advice).
+  size_t ReleaseColdPages(std::vector<std::span<const uint8_t>> hot) const;
+
  private:
   struct Mapping;  // munmaps on destruction
   std::string path_;

@@ -1,7 +1,11 @@
 // FileBytes::ReadOut: the bytes read out equal the mapped bytes for mapped, decompressed and
 // in-memory inputs, and reading a mapped file through it leaves the mapping out of the
 // process's resident set (Rss from /proc/self/smaps, the kernel's own accounting).
+// FileBytes::ReleaseColdPages: cold pages leave the resident set and become regions of
+// their own, hot ones stay, and every byte still reads the same.
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -92,6 +96,51 @@ TEST(FileBytes, ReadOutLeavesTheMappingOutOfTheResidentSet) {
   // The measurement can see residency: reading through the mapping makes it resident.
   EXPECT_EQ(0, std::memcmp(fb->data(), data.data(), data.size()));
   EXPECT_GE(ResidentKb(fb->data()), 1000);
+}
+
+// The smaps region (start address) containing `p`, or 0.
+uintptr_t RegionStart(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(smaps, line)) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(' ') > line.find('-') &&
+        addr >= lo && addr < hi)
+      return lo;
+  }
+  return 0;
+}
+
+TEST(FileBytes, ReleaseColdPagesDropsOnlyColdPagesAndKeepsTheBytes) {
+  TempDir dir;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const std::vector<uint8_t> data = RandomBytes(256 * page + 123, 3);
+  WriteAll(dir / "plain.bin", data);
+  auto fb = FileBytes::Open(dir / "plain.bin");
+  ASSERT_TRUE(fb.ok()) << fb.status();
+  const uint8_t* b = fb->data();
+  // Everything resident first, as after a load that read the whole file.
+  ASSERT_EQ(0, std::memcmp(b, data.data(), data.size()));
+  ASSERT_GE(ResidentKb(b), long(256 * page / 1024));
+  // Hot: pages [10, 20) exactly, and a range from the middle of page 100 to the middle of
+  // page 103 (pages 100..103 stay, whole). Cold: 0..9, 20..99, 104..255 (the partial
+  // last page is past the rounding and stays).
+  const std::vector<std::span<const uint8_t>> hot = {fb->span().subspan(100 * page + 7, 3 * page),
+                                                     fb->span().subspan(10 * page, 10 * page)};
+  EXPECT_EQ(fb->ReleaseColdPages(hot), (10 + 80 + 152) * page);
+  // The hot pages are resident regions of their own; the cold ones are out of the set.
+  EXPECT_EQ(ResidentKb(b + 10 * page), long(10 * page / 1024));
+  EXPECT_EQ(RegionStart(b + 10 * page), uintptr_t(b + 10 * page));
+  EXPECT_EQ(ResidentKb(b + 100 * page), long(4 * page / 1024));
+  EXPECT_EQ(ResidentKb(b), 0);
+  EXPECT_EQ(ResidentKb(b + 50 * page), 0);
+  EXPECT_NE(RegionStart(b), RegionStart(b + 50 * page));
+  // Cold bytes read back from the page cache, unchanged.
+  EXPECT_EQ(0, std::memcmp(b, data.data(), data.size()));
+  // In-memory bytes: nothing to release.
+  const FileBytes mem = FileBytes::FromBuffer("memory", data);
+  EXPECT_EQ(mem.ReleaseColdPages({}), 0u);
 }
 
 }  // namespace
