@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/kernels/cq_kernels.h"
 #include "support/test_support.h"
 #include "tools/cact-run/bench/bench.h"
 
@@ -59,6 +60,40 @@ TEST(FastBench, MarkdownHasTheTablesAndRatios) {
   EXPECT_NE(report->find("| fast | 1 | pp8 |"), std::string::npos);
   EXPECT_NE(report->find("fast / ref"), std::string::npos);
   EXPECT_NE(report->find("fraction of floor"), std::string::npos);
+}
+
+// --kernels: every fast arm once per kernel, named arm@kernel, with the side-by-side ratio
+// table; each run really uses its kernel (the scalar one is far slower than any SIMD one,
+// which the ratio shows); an unknown kernel is an error.
+TEST(FastBench, KernelsRunSideBySide) {
+  BenchOptions o = Small();
+  o.threads = {1};
+  o.depths = {0};
+  o.prompt = {64};
+  o.reps = 1;
+  o.arms = {"fast-int8", "ref"};
+  const kernels::Isa best = kernels::BestIsa();
+  if (best == kernels::Isa::kScalar) GTEST_SKIP() << "no SIMD kernel on this CPU to compare";
+  o.kernels = {"scalar", kernels::IsaName(best)};
+  const kernels::Isa before = kernels::ActiveIsa();
+  auto report = RunBench(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(kernels::ActiveIsa(), before);  // restored after every run
+  const std::string simd = std::string("fast-int8@") + kernels::IsaName(best);
+  EXPECT_NE(report->find("| fast-int8@scalar | 1 | pp64 |"), std::string::npos) << *report;
+  EXPECT_NE(report->find("| " + simd + " | 1 | pp64 |"), std::string::npos) << *report;
+  EXPECT_NE(report->find("| ref | 1 | pp64 |"), std::string::npos) << *report;
+  const std::string header = " " + simd + " / fast-int8@scalar |";
+  const size_t at = report->find(header);
+  ASSERT_NE(at, std::string::npos) << *report;
+  // The ratio row for pp64 on one thread: the SIMD kernel must be measurably faster.
+  const size_t row = report->find("| 1 | pp64 |", at);
+  ASSERT_NE(row, std::string::npos);
+  const double ratio = std::stod(report->substr(row + 13));
+  EXPECT_GT(ratio, 1.5) << report->substr(row, 40);
+
+  o.kernels = {"avx9000"};
+  EXPECT_FALSE(RunBench(o).ok());
 }
 
 // Start-up and memory: in-process open/setup timings per repetition, and a fresh cact-run

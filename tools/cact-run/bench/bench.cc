@@ -134,7 +134,20 @@ class Bench {
     for (const std::string& a : o_.arms)
       if (a != "fast" && a != "fast-int8" && a != "ref" && a != "torch")
         return absl::InvalidArgumentError("unknown arm '" + a + "' (fast, fast-int8, ref, torch)");
-    arms_ = o_.arms;
+    arms_.clear();
+    for (const std::string& a : o_.arms) {
+      if (o_.kernels.empty() || !IsFastArm(a)) {
+        arms_.push_back(a);
+        continue;
+      }
+      for (const std::string& k : o_.kernels) arms_.push_back(a + "@" + k);
+    }
+    for (const std::string& k : o_.kernels) {
+      auto isa = kernels::ParseIsa(k);
+      if (!isa.ok()) return isa.status();
+      if (!kernels::IsaSupported(*isa))
+        return absl::InvalidArgumentError("kernel '" + k + "' is not supported by this CPU");
+    }
     if (!o_.torch_binary.empty() && std::find(arms_.begin(), arms_.end(), "torch") == arms_.end())
       arms_.push_back("torch");
     if (std::find(arms_.begin(), arms_.end(), "torch") != arms_.end()) {
@@ -209,6 +222,17 @@ class Bench {
     double read_gbs = 0, int8_gmacs = 0;
   };
 
+  static bool IsFastArm(const std::string& a) { return a == "fast" || a == "fast-int8"; }
+  // An arm's forward path and CQ kernel ("fast-int8@amx": fast-int8 on amx; no '@': the
+  // active kernel).
+  static std::pair<std::string, std::string> SplitArm(const std::string& arm) {
+    const size_t at = arm.find('@');
+    if (at == std::string::npos) return {arm, ""};
+    return {arm.substr(0, at), arm.substr(at + 1)};
+  }
+  // The arm the ratio and floor tables are about: fast (on the first kernel of --kernels).
+  std::string MainArm() const { return o_.kernels.empty() ? "fast" : "fast@" + o_.kernels[0]; }
+
   // The attention window the forward paths run with.
   uint32_t Window() const { return o_.window >= 0 ? uint32_t(o_.window) : model_.kv_window(); }
 
@@ -250,11 +274,12 @@ class Bench {
     opt.attn.window = Window();
     opt.attn.sink = o_.sink;
     std::unique_ptr<Forward> f;
-    if (arm == "ref") {
+    const std::string path = SplitArm(arm).first;
+    if (path == "ref") {
       f = MakeReferenceForward(model_, opt);
     } else {
       FastForwardOptions fo;
-      if (arm == "fast-int8") fo.two_level_activations = fo.codebook_residual = false;
+      if (path == "fast-int8") fo.two_level_activations = fo.codebook_residual = false;
       f = MakeFastForward(model_, opt, fo);
     }
     return (paths_[key] = std::move(f)).get();
@@ -275,6 +300,13 @@ class Bench {
       return j["tokens_per_s"].get<double>();
     }
     if (arm == "ref" && test.depth + test.tokens > o_.ref_max_tokens) return 0.0;
+    // The arm's kernel for this run only (the kernels are chosen per call).
+    struct KernelScope {
+      kernels::Isa before = kernels::ActiveIsa();
+      ~KernelScope() { kernels::SetActiveIsa(before); }
+    } scope;
+    if (const std::string k = SplitArm(arm).second; !k.empty())
+      kernels::SetActiveIsa(*kernels::ParseIsa(k));  // checked in Run()
     Forward* f = Path(arm, threads);
     f->Reset();
     std::vector<float> logits;
@@ -296,7 +328,10 @@ class Bench {
         "cact-run bench: %s (sha256 %s)\nCPU: %s, kernel ISA %s; binary %s (sha256 %s), %s, "
         "compiler GCC %s\nmodel: %.2f MB of codes and %.1f M int8 multiply-adds per decoded token; "
         "window %d, sink %u; %u repetitions, arms alternated within each\n",
-        o_.model_path, model_sha_, cpu.brand, kernels::IsaName(kernels::ActiveIsa()), SelfPath(),
+        o_.model_path, model_sha_, cpu.brand,
+        o_.kernels.empty() ? std::string(kernels::IsaName(kernels::ActiveIsa()))
+                           : absl::StrJoin(o_.kernels, ", ") + " (arm@kernel)",
+        SelfPath(),
         self_sha_, kBuildFlags, __VERSION__, cost_.code_bytes / 1e6, cost_.macs / 1e6,
         int(Window()), o_.sink, o_.reps);
   }
@@ -309,19 +344,20 @@ class Bench {
       const Stats st = Summarise(v);
       s << absl::StrFormat("| %s | %u | %s | %.1f ± %.1f |\n", arm, t, test.name, st.mean, st.sd);
     });
-    // Ratios of the fast arm to every other arm.
+    // Ratios of the main fast arm to every other arm.
+    const std::string main_arm = MainArm();
     std::vector<std::string> others;
     for (const std::string& a : arms_)
-      if (a != "fast") others.push_back(a);
-    if (!others.empty() && std::find(arms_.begin(), arms_.end(), "fast") != arms_.end()) {
+      if (a != main_arm) others.push_back(a);
+    if (!others.empty() && std::find(arms_.begin(), arms_.end(), main_arm) != arms_.end()) {
       s << "\n| threads | test |";
-      for (const std::string& a : others) s << " fast / " << a << " |";
+      for (const std::string& a : others) s << " " << main_arm << " / " << a << " |";
       s << "\n|---:|---|";
       for (size_t i = 0; i < others.size(); ++i) s << "---:|";
       s << "\n";
       for (const Test& test : tests_)
         for (uint32_t t : o_.threads) {
-          auto f = samples_.find({"fast", t, test.name});
+          auto f = samples_.find({main_arm, t, test.name});
           if (f == samples_.end()) continue;
           s << "| " << t << " | " << test.name << " |";
           const double fm = Summarise(f->second).mean;
@@ -335,6 +371,7 @@ class Bench {
           s << "\n";
         }
     }
+    s << KernelRatioMarkdown();
     s << SessionMarkdown();
     s << ToolCallMarkdown();
     s << absl::StrFormat("\nmachine limits (buffer of %.2f MB = the model's codes):\n\n",
@@ -347,7 +384,7 @@ class Bench {
       double best = 0;
       for (const Test& test : tests_) {
         if (test.prefill) continue;
-        auto f = samples_.find({"fast", t, test.name});
+        auto f = samples_.find({main_arm, t, test.name});
         if (f != samples_.end()) best = std::max(best, Summarise(f->second).mean);
       }
       const double floor = FloorMs(t), ms = best > 0 ? 1e3 / best : 0;
@@ -355,6 +392,35 @@ class Bench {
                            floor, best > 0 ? absl::StrFormat("%.4f", ms) : "–",
                            best > 0 ? absl::StrFormat("%.1f %%", 100 * floor / ms) : "–");
     }
+    return s.str();
+  }
+
+  // Each fast arm on every other kernel against the first kernel of --kernels.
+  std::string KernelRatioMarkdown() const {
+    if (o_.kernels.size() < 2) return "";
+    std::vector<std::pair<std::string, std::string>> pairs;  // (arm@k, arm@first)
+    for (const std::string& a : o_.arms)
+      if (IsFastArm(a))
+        for (size_t i = 1; i < o_.kernels.size(); ++i)
+          pairs.emplace_back(a + "@" + o_.kernels[i], a + "@" + o_.kernels[0]);
+    std::ostringstream s;
+    s << "\nkernels side by side (same runs):\n\n| threads | test |";
+    for (const auto& [num, den] : pairs) s << " " << num << " / " << den << " |";
+    s << "\n|---:|---|";
+    for (size_t i = 0; i < pairs.size(); ++i) s << "---:|";
+    s << "\n";
+    for (const Test& test : tests_)
+      for (uint32_t t : o_.threads) {
+        s << "| " << t << " | " << test.name << " |";
+        for (const auto& [num, den] : pairs) {
+          auto a = samples_.find({num, t, test.name}), b = samples_.find({den, t, test.name});
+          if (a == samples_.end() || b == samples_.end())
+            s << " – |";
+          else
+            s << absl::StrFormat(" %.2f× |", Summarise(a->second).mean / Summarise(b->second).mean);
+        }
+        s << "\n";
+      }
     return s.str();
   }
 
@@ -478,6 +544,7 @@ class Bench {
                   {"macs_per_token", cost_.macs}};
     j["machine"] = {{"cpu", GetCpuFeatures().brand},
                     {"kernel", kernels::IsaName(kernels::ActiveIsa())},
+                    {"kernels_compared", o_.kernels},
                     {"binary", SelfPath()},
                     {"binary_sha256", self_sha_},
                     {"compiler", std::string("GCC ") + __VERSION__},
@@ -593,6 +660,10 @@ int BenchMain(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("-t,--threads", threads, "thread counts, comma-separated");
   app.add_option("--arms", arms, "fast, fast-int8, ref, torch (comma-separated)");
+  std::string kernel_list;
+  app.add_option("--kernels", kernel_list,
+                 "CQ kernels to run each fast arm on, side by side (comma-separated, e.g. "
+                 "avx512vbmi,amx; default: the active one)");
   app.add_option("--torch", o.torch_binary,
                  "cact-torch executable: adds the libtorch arm (prefill tests)");
   app.add_option("--ref-max-tokens", o.ref_max_tokens, "skip reference runs needing more tokens");
@@ -608,8 +679,10 @@ int BenchMain(int argc, char** argv) {
                  "free decoding; 0: skip)");
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   if (!ParseList(prompt, &o.prompt) || !ParseList(depths, &o.depths) ||
-      !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms)) {
-    std::fprintf(stderr, "cact-run bench: -p, -d, -t and --arms take comma-separated lists\n");
+      !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms) ||
+      (!kernel_list.empty() && !ParseList(kernel_list, &o.kernels))) {
+    std::fprintf(stderr,
+                 "cact-run bench: -p, -d, -t, --arms and --kernels take comma-separated lists\n");
     return 2;
   }
   for (uint32_t t : o.threads)

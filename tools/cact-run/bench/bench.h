@@ -1,7 +1,8 @@
 // `cact-run bench`: llama-bench-style throughput of the forward paths, side by side.
 //
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2]
-//                  [--arms fast,fast-int8,ref] [--torch PATH/cact-torch] [-o md|json]
+//                  [--arms fast,fast-int8,ref] [--kernels avx512vbmi,amx]
+//                  [--torch PATH/cact-torch] [-o md|json]
 //                  [--json-out FILE] [--svg FILE] [--session N] [--tool-call N]
 //
 // Tests: ppP (prefill P tokens into an empty context) and tgN @ dD (decode N tokens one at
@@ -13,6 +14,8 @@
 // official engine's numerics), ref (the FP32 reference; tests needing more than
 // --ref-max-tokens tokens are skipped, it decodes at ~20 tokens/s on needle2), torch
 // (cact-torch's TorchScript export run by libtorch; prefill tests only, its own process).
+// --kernels runs each fast arm once per CQ kernel (arms named fast@amx, ...; the kernel is
+// switched before each run), so kernels are compared side by side in one run.
 // The run also measures this machine's limits: read bandwidth over a buffer the size of the
 // model's codes, int8 dot throughput, and prints the model's floor time per decoded
 // token and the fraction of it the fast path reaches, and the start-up and memory figures
@@ -36,6 +39,7 @@ struct BenchOptions {
   uint32_t reps = 5;
   std::vector<uint32_t> threads = {1, 2};
   std::vector<std::string> arms = {"fast", "fast-int8", "ref"};
+  std::vector<std::string> kernels;  // CQ kernels to cross with the fast arms (empty: the active one)
   std::string format = "md";  // md | json
   std::string json_out;       // also write the JSON report here (md runs)
   std::string svg_out;        // also write an SVG plot of decode tokens/s against depth
