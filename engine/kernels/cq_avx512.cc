@@ -5,7 +5,9 @@
 namespace cact::kernels::internal {
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {Prepare, MatVec, MatMat, GroupDotsAvx512};
+  static const KernelTable table = {Prepare,         MatVec,
+                                    MatMat,          GroupDotsAvx512,
+                                    GroupDotsByGroupAvx512, FinishRowsAvx512};
   return table;
 }
 

@@ -463,9 +463,10 @@ BlockDotsFn PickBlockDots(const CqKernelMatrix& m, const ActivationBatch& a) {
 
 thread_local AlignedScratch tl_norms;
 
-// y[r0 .. r0+rows) from exact dots [G][16]: the documented float accumulation.
+// y[r0 .. r0+rows) from exact dots, group g's 16 rows at dots + g * ld (ld 16: one
+// block's [G][16]): the documented float accumulation.
 inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
-                   const float* gs, float* y) {
+                   const float* gs, float* y, size_t ld = 16) {
   const uint32_t G = m.groups();
   const uint16_t* panel = BlockNorms(m, r0, 16, tl_norms.Get<uint16_t>(size_t(G) * 16));
   __m512 acc = _mm512_setzero_ps();
@@ -473,7 +474,7 @@ inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const in
     __m512 nf =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 16 * g)));
     __m512 s = _mm512_mul_ps(nf, _mm512_set1_ps(gs[g]));
-    __m512 d = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots + 16 * g));
+    __m512 d = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots + ld * g));
     acc = _mm512_fmadd_ps(s, d, acc);
   }
   _mm512_mask_storeu_ps(y + r0, __mmask16((1u << rows) - 1), acc);
@@ -504,6 +505,25 @@ void GroupDotsAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t
     for (uint32_t i = 0; i < 16 && r0 + i < row_end; ++i)
       for (uint32_t g = 0; g < G; ++g) dots[size_t(r0 + i - row_begin) * G + g] = block[16 * g + i];
   }
+}
+
+void GroupDotsByGroupAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                            uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld) {
+  const uint32_t G = m.groups();
+  int32_t* block = tl_dots.Get<int32_t>(size_t(G) * 16);
+  BlockDotsFn dots_fn = PickBlockDots(m, a);
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
+    dots_fn(m, a, t, r0, block);
+    const uint32_t rows = std::min(16u, row_end - r0);
+    for (uint32_t g = 0; g < G; ++g)
+      std::memcpy(dots + g * ld + (r0 - row_begin), block + 16 * g, rows * sizeof(int32_t));
+  }
+}
+
+void FinishRowsAvx512(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
+                      uint32_t row_begin, uint32_t row_end, float* y) {
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16)
+    Finish(m, r0, std::min(16u, row_end - r0), dots + (r0 - row_begin), gs, y, ld);
 }
 
 // ------------------------------------------------------------------ prefill

@@ -5,7 +5,9 @@
 namespace cact::kernels::internal {
 
 const KernelTable& AvxVnniTable() {
-  static const KernelTable table = {PrepareAvx2, MatVec8<true>, MatMat8<true>, GroupDots8<true>};
+  static const KernelTable table = {PrepareAvx2,        MatVec8<true>,
+                                    MatMat8<true>,        GroupDots8<true>,
+                                    GroupDotsByGroup8<true>, FinishRows8};
   return table;
 }
 
