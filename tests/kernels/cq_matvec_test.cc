@@ -72,6 +72,16 @@ std::string ModeName(Mode m) {
          (m.cb_residual ? "+cblo" : "");
 }
 
+// The scalar kernel's outputs [T][out] for T inputs x [T][in] (prepared into *a).
+std::vector<float> ScalarOutputs(const Case& c, const std::vector<float>& x, uint32_t T, Dims d,
+                                 uint32_t group, Mode mode, ActivationBatch* a) {
+  PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, a, mode.act);
+  std::vector<float> ref(size_t(T) * d.out);
+  for (uint32_t t = 0; t < T; ++t)
+    MatVecRows(Isa::kScalar, c.m, *a, t, 0, d.out, ref.data() + size_t(t) * d.out);
+  return ref;
+}
+
 TEST(CqKernels, GroupDotsMatchOracleOnEveryIsa) {
   std::mt19937 rng(1);
   for (Mode mode : kModes)
@@ -116,10 +126,7 @@ TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
           const uint32_t T = 5;
           std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
           ActivationBatch a;
-          PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a, mode.act);
-          std::vector<float> ref(size_t(T) * d.out);
-          for (uint32_t t = 0; t < T; ++t)
-            MatVecRows(Isa::kScalar, c.m, a, t, 0, d.out, ref.data() + size_t(t) * d.out);
+          const std::vector<float> ref = ScalarOutputs(c, x, T, d, group, mode, &a);
           for (Isa isa : SupportedIsas()) {
             std::string what = std::string(IsaName(isa)) + " " + ModeName(mode) + " bits " +
                                std::to_string(bits) + " group " + std::to_string(group) + " [" +
@@ -172,10 +179,7 @@ TEST(CqKernels, ProductSplitByInputGroupsIsBitIdenticalToMatVec) {
           const uint32_t G = c.m.groups(), T = 2;
           std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
           ActivationBatch a;
-          PrepareActivations(Isa::kScalar, x.data(), T, d.in, d.in, group, &a, mode.act);
-          std::vector<float> ref(size_t(T) * d.out);
-          for (uint32_t t = 0; t < T; ++t)
-            MatVecRows(Isa::kScalar, c.m, a, t, 0, d.out, ref.data() + size_t(t) * d.out);
+          const std::vector<float> ref = ScalarOutputs(c, x, T, d, group, mode, &a);
           // Splits: part boundaries at every group (two parts) and a three-part one.
           std::vector<std::vector<uint32_t>> splits;
           for (uint32_t k = 1; k < G; ++k) splits.push_back({0, k, G});
