@@ -41,6 +41,7 @@ void AwaitChange(const std::atomic<uint32_t>& word, uint32_t seen) {
 
 std::atomic<uint32_t> g_lag_member{0};
 std::atomic<int64_t> g_lag_us{0};
+std::atomic<uint32_t> g_solo_period{0};
 thread_local uint32_t t_member = 0;  // this thread's member index in its team
 
 void MaybeLag() {
@@ -54,6 +55,10 @@ void MaybeLag() {
 void Team::SetLagForTesting(uint32_t member, std::chrono::microseconds lag) {
   g_lag_member.store(member, std::memory_order_relaxed);
   g_lag_us.store(lag.count(), std::memory_order_relaxed);
+}
+
+void Team::SetSoloPeriodForTesting(uint32_t period) {
+  g_solo_period.store(period, std::memory_order_relaxed);
 }
 
 void TeamBarrier::Wait() {
@@ -96,8 +101,9 @@ void Team::Run(const std::function<void(uint32_t, uint32_t)>& fn) {
     fn(0, 1);
     return;
   }
-  if (solo_left_ > 0) {
-    --solo_left_;
+  const uint32_t period = g_solo_period.load(std::memory_order_relaxed);
+  if (solo_left_ > 0 || (period > 0 && ++runs_ % period == 0)) {
+    if (solo_left_ > 0) --solo_left_;
     ++solo_total_;
     solo_ = true;
     fn(0, 1);

@@ -56,6 +56,9 @@ class Team {
   // do not order (a buffer written in one phase while a partner still reads it from the
   // previous one) then changes the results; tests compare them with one thread. 0: off.
   static void SetLagForTesting(uint32_t member, std::chrono::microseconds lag);
+  // Test hook, for every team: every `period`-th Run (counted per team) runs solo, as the
+  // oversubscription fallback would, so jobs are tested on both member counts. 0: off.
+  static void SetSoloPeriodForTesting(uint32_t period);
   // Parallel runs so far that were switched to the caller alone (tests, diagnostics).
   uint64_t solo_runs() const { return solo_total_; }
 
@@ -68,6 +71,7 @@ class Team {
   uint32_t solo_left_ = 0;    // runs left in solo mode
   uint32_t solo_len_ = kSoloRuns;
   uint64_t solo_total_ = 0;
+  uint64_t runs_ = 0;  // parallel-capable runs (the solo test hook's count)
   double waited_s_ = 0;  // caller's barrier waiting in the current Run
   std::thread::id caller_;
   TeamBarrier barrier_;
