@@ -196,21 +196,27 @@ std::vector<float> ScalarOutputs(const CqKernelMatrix& m, const ActivationBatch&
 }
 
 // `matmat` over all rows, and over row ranges not starting at 0 when `cuts`: every output
-// equals the scalar one bit for bit.
+// equals the scalar one bit for bit, and nothing outside the range is written (y has a
+// guard after the last token).
 void ExpectScalarBits(const MatMatFn& matmat, const Case& c, const ActivationBatch& a,
                       const std::string& what, bool cuts) {
   const uint32_t out = c.m.out(), T = a.tokens();
+  const size_t n = size_t(T) * out, guard = 32;
   const std::vector<float> ref = ScalarOutputs(c.m, a);
-  std::vector<float> y(size_t(T) * out, NAN);
+  std::vector<float> y(n + guard, NAN);
   matmat(c.m, a, 0, out, y.data(), out);
-  ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what;
+  ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << what;
+  for (size_t i = n; i < y.size(); ++i) ASSERT_TRUE(std::isnan(y[i])) << what << " guard";
   if (!cuts) return;
   for (uint32_t cut : {1u, 15u, 17u}) {
     if (cut >= out) continue;
     std::fill(y.begin(), y.end(), NAN);
-    matmat(c.m, a, 0, cut, y.data(), out);
     matmat(c.m, a, cut, out, y.data(), out);
-    ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4)) << what << " cut " << cut;
+    for (size_t i = 0; i < y.size(); ++i)  // only rows [cut, out) of each token written
+      ASSERT_TRUE((i < n && i % out >= cut) || std::isnan(y[i])) << what << " cut " << cut;
+    matmat(c.m, a, 0, cut, y.data(), out);
+    ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << what << " cut " << cut;
+    for (size_t i = n; i < y.size(); ++i) ASSERT_TRUE(std::isnan(y[i])) << what << " guard";
   }
 }
 
