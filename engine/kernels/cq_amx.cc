@@ -8,8 +8,10 @@ namespace cact::kernels::internal {
 namespace {
 
 // GCC's tile intrinsics are macros that paste the tile number into the instruction text
-// (#dst), so they take literal numbers only: each primitive expands one `if constexpr`
-// per tile number (per combination for tdpbssd).
+// (#dst), so they take literal numbers only: with GCC each primitive expands one
+// `if constexpr` per tile number (per combination for tdpbssd). clang's are builtins that
+// take constant expressions (and reject tdpbssd on equal tiles even in a discarded
+// branch), so they get the template arguments directly.
 //
 // Their asm statements also do not tell the compiler all the memory they read: tileloadd
 // names no memory operand at all and ldtilecfg only the first 8 bytes of the 64-byte
@@ -27,23 +29,34 @@ struct HardwareTiles {
   void Load(const void* base, size_t stride) {
     static_assert(kT >= 0 && kT < kTiles);
     CompilerBarrier();
+#if defined(__clang__)
+    _tile_loadd(kT, base, stride);
+#else
 #define CACT_TILE_LOAD(n) if constexpr (kT == n) _tile_loadd(n, base, stride);
     CACT_TILE_LOAD(0) CACT_TILE_LOAD(1) CACT_TILE_LOAD(2) CACT_TILE_LOAD(3)
     CACT_TILE_LOAD(4) CACT_TILE_LOAD(5) CACT_TILE_LOAD(6) CACT_TILE_LOAD(7)
 #undef CACT_TILE_LOAD
+#endif
   }
   template <int kT>
   void Zero() {
     static_assert(kT >= 0 && kT < kTiles);
+#if defined(__clang__)
+    _tile_zero(kT);
+#else
 #define CACT_TILE_ZERO(n) if constexpr (kT == n) _tile_zero(n);
     CACT_TILE_ZERO(0) CACT_TILE_ZERO(1) CACT_TILE_ZERO(2) CACT_TILE_ZERO(3)
     CACT_TILE_ZERO(4) CACT_TILE_ZERO(5) CACT_TILE_ZERO(6) CACT_TILE_ZERO(7)
 #undef CACT_TILE_ZERO
+#endif
   }
   template <int kC, int kA, int kB>
   void Dot() {
     static_assert(kC >= 0 && kC < kTiles && kA >= 0 && kA < kTiles && kB >= 0 && kB < kTiles);
     static_assert(kC != kA && kC != kB && kA != kB, "tdpbssd needs three distinct tiles");
+#if defined(__clang__)
+    _tile_dpbssd(kC, kA, kB);
+#else
 #define CACT_TILE_DP(c, a, b) if constexpr (kC == c && kA == a && kB == b) _tile_dpbssd(c, a, b);
 #define CACT_TILE_DP_B(c, a)                                                              \
     CACT_TILE_DP(c, a, 0) CACT_TILE_DP(c, a, 1) CACT_TILE_DP(c, a, 2) CACT_TILE_DP(c, a, 3) \
@@ -56,14 +69,19 @@ struct HardwareTiles {
 #undef CACT_TILE_DP_A
 #undef CACT_TILE_DP_B
 #undef CACT_TILE_DP
+#endif
   }
   template <int kT>
   void Store(void* base, size_t stride) {
     static_assert(kT >= 0 && kT < kTiles);
+#if defined(__clang__)
+    _tile_stored(kT, base, stride);
+#else
 #define CACT_TILE_STORE(n) if constexpr (kT == n) _tile_stored(n, base, stride);
     CACT_TILE_STORE(0) CACT_TILE_STORE(1) CACT_TILE_STORE(2) CACT_TILE_STORE(3)
     CACT_TILE_STORE(4) CACT_TILE_STORE(5) CACT_TILE_STORE(6) CACT_TILE_STORE(7)
 #undef CACT_TILE_STORE
+#endif
   }
   void Release() { _tile_release(); }
 };
