@@ -81,16 +81,17 @@ void TileEmulator::DotBssd(int c, int a, int b) {
   if (rows_[a] != M) Refuse("tdpbssd", a, "A rows != C rows");
   if (colsb_[b] != colsb_[c]) Refuse("tdpbssd", b, "B bytes per row != C bytes per row");
   if (rows_[b] != K) Refuse("tdpbssd", b, "B rows != A bytes per row / 4");
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      uint32_t acc;
-      std::memcpy(&acc, &data_[c][m][4 * n], 4);
-      for (int k = 0; k < K; ++k)
-        for (int i = 0; i < 4; ++i)
-          acc += uint32_t(int32_t(int8_t(data_[a][m][4 * k + i])) *
-                          int32_t(int8_t(data_[b][k][4 * n + i])));
-      std::memcpy(&data_[c][m][4 * n], &acc, 4);
-    }
+  // C[m][n] += sum_k sum_i A[m][4k+i] * B[k][4n+i], mod 2^32 (each product fits int32).
+  for (int m = 0; m < M; ++m) {
+    uint32_t acc[kTileColsb / 4];
+    std::memcpy(acc, data_[c][m], sizeof acc);
+    for (int k = 0; k < K; ++k)
+      for (int i = 0; i < 4; ++i) {
+        const int32_t x = int8_t(data_[a][m][4 * k + i]);
+        for (int n = 0; n < N; ++n) acc[n] += uint32_t(x * int32_t(int8_t(data_[b][k][4 * n + i])));
+      }
+    std::memcpy(data_[c][m], acc, sizeof acc);
+  }
 }
 
 void TileEmulator::Release() {

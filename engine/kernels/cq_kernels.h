@@ -4,7 +4,7 @@
 // Each activation group is rotated once with the FWHT and quantized to int8 (absmax/127);
 // the codebook is mapped to int8; group dot products are exact int32.
 //
-// What is identical across ISAs (scalar, AVX2, AVX-VNNI, AVX-512 VNNI):
+// What is identical across ISAs (scalar, AVX2, AVX-VNNI, AVX-512 VNNI, AMX-INT8):
 //  - PrepareActivations: bit-identical int8 values, scales and sums (same butterfly order,
 //    same float operations, round-to-nearest-even).
 //  - the int32 group dot products (exact integer arithmetic, tails and padding included);
