@@ -36,12 +36,13 @@ namespace cact::kernels::internal {
 namespace {
 
 // Tile numbers (see the top of the file).
-constexpr int kAccHi = 0;   // + panel: hi . q1
-constexpr int kAccLow = 2;  // + panel: hi . q2 + lo . q1
+constexpr int kAccMain = 0;   // + panel: hi . q1
+constexpr int kAccResid = 2;  // + panel: hi . q2 + lo . q1
 constexpr int kActQ1 = 4, kActQ2 = 5;
 constexpr int kCodes = 6;  // + panel
 
-// A and C tiles: `tokens` rows; A and B: K = kbytes bytes of each token / kbytes / 4 rows.
+// C tiles: `tokens` rows of 16 int32; A tiles: `tokens` rows of kbytes (K = kbytes / 4
+// dwords); B tiles: kbytes / 4 rows of 64 bytes.
 inline TileConfig AmxTileConfig(uint32_t tokens, uint32_t kbytes) {
   TileConfig c{};
   c.palette_id = 1;
@@ -59,11 +60,11 @@ thread_local AlignedScratch tl_amx_panel, tl_amx_panel_lo, tl_amx_dots, tl_amx_g
 template <class Tiles, bool kRes, bool kLo, int p>
 inline void AmxStep(Tiles& tiles, const __m512i* panel, const __m512i* panel_lo, size_t pv) {
   tiles.template Load<kCodes + p>(panel + pv, 64);
-  tiles.template Dot<kAccHi + p, kActQ1, kCodes + p>();
-  if constexpr (kRes) tiles.template Dot<kAccLow + p, kActQ2, kCodes + p>();
+  tiles.template Dot<kAccMain + p, kActQ1, kCodes + p>();
+  if constexpr (kRes) tiles.template Dot<kAccResid + p, kActQ2, kCodes + p>();
   if constexpr (kLo) {
     tiles.template Load<kCodes + p>(panel_lo + pv, 64);
-    tiles.template Dot<kAccLow + p, kActQ1, kCodes + p>();
+    tiles.template Dot<kAccResid + p, kActQ1, kCodes + p>();
   }
 }
 
@@ -91,11 +92,11 @@ void AmxPanelTokens(Tiles& tiles, const CqKernelMatrix& m, const ActivationBatch
     const int8_t* act1 = C::ActBase(a, t0, 0);
     const int8_t* act2 = C::ActBase(a, t0, kRes ? 1 : 0);
     for (uint32_t g = 0; g < G; ++g) {
-      tiles.template Zero<kAccHi>();
-      if constexpr (kPanels == 2) tiles.template Zero<kAccHi + 1>();
+      tiles.template Zero<kAccMain>();
+      if constexpr (kPanels == 2) tiles.template Zero<kAccMain + 1>();
       if constexpr (kComb) {
-        tiles.template Zero<kAccLow>();
-        if constexpr (kPanels == 2) tiles.template Zero<kAccLow + 1>();
+        tiles.template Zero<kAccResid>();
+        if constexpr (kPanels == 2) tiles.template Zero<kAccResid + 1>();
       }
       for (uint32_t q = 0; q < steps; ++q) {
         const uint32_t u = g * units_per_group + q * kdwords, c = u / 16, j0 = u % 16;
@@ -109,11 +110,11 @@ void AmxPanelTokens(Tiles& tiles, const CqKernelMatrix& m, const ActivationBatch
             AmxStep<Tiles, kRes, kLo, 1>(tiles, panels[1], panels_lo[1], pv);
         }
       }
-      tiles.template Store<kAccHi>(c1[0], 64);
-      if constexpr (kPanels == 2) tiles.template Store<kAccHi + 1>(c1[kPanels - 1], 64);
+      tiles.template Store<kAccMain>(c1[0], 64);
+      if constexpr (kPanels == 2) tiles.template Store<kAccMain + 1>(c1[kPanels - 1], 64);
       if constexpr (kComb) {
-        tiles.template Store<kAccLow>(c2[0], 64);
-        if constexpr (kPanels == 2) tiles.template Store<kAccLow + 1>(c2[kPanels - 1], 64);
+        tiles.template Store<kAccResid>(c2[0], 64);
+        if constexpr (kPanels == 2) tiles.template Store<kAccResid + 1>(c2[kPanels - 1], 64);
       }
       for (int p = 0; p < kPanels; ++p)
         for (uint32_t j = 0; j < nt; ++j) {

@@ -199,23 +199,23 @@ std::vector<float> ScalarOutputs(const CqKernelMatrix& m, const ActivationBatch&
 // `matmat` over all rows, and over row ranges not starting at 0 when `cuts`: every output
 // equals the scalar one bit for bit, and nothing outside the range is written (y has a
 // guard after the last token).
-void ExpectScalarBits(const MatMatFn& matmat, const Case& c, const ActivationBatch& a,
+void ExpectScalarBits(const MatMatFn& matmat, const CqKernelMatrix& m, const ActivationBatch& a,
                       const std::string& what, bool cuts) {
-  const uint32_t out = c.m.out(), T = a.tokens();
+  const uint32_t out = m.out(), T = a.tokens();
   const size_t n = size_t(T) * out, guard = 32;
-  const std::vector<float> ref = ScalarOutputs(c.m, a);
+  const std::vector<float> ref = ScalarOutputs(m, a);
   std::vector<float> y(n + guard, NAN);
-  matmat(c.m, a, 0, out, y.data(), out);
+  matmat(m, a, 0, out, y.data(), out);
   ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << what;
   for (size_t i = n; i < y.size(); ++i) ASSERT_TRUE(std::isnan(y[i])) << what << " guard";
   if (!cuts) return;
   for (uint32_t cut : {1u, 15u, 17u}) {
     if (cut >= out) continue;
     std::fill(y.begin(), y.end(), NAN);
-    matmat(c.m, a, cut, out, y.data(), out);
+    matmat(m, a, cut, out, y.data(), out);
     for (size_t i = 0; i < y.size(); ++i)  // only rows [cut, out) of each token written
       ASSERT_TRUE((i < n && i % out >= cut) || std::isnan(y[i])) << what << " cut " << cut;
-    matmat(c.m, a, 0, cut, y.data(), out);
+    matmat(m, a, 0, cut, y.data(), out);
     ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << what << " cut " << cut;
     for (size_t i = n; i < y.size(); ++i) ASSERT_TRUE(std::isnan(y[i])) << what << " guard";
   }
@@ -254,7 +254,7 @@ void ExpectKernelMatchesScalar(const MatMatFn& matmat) {
                 (mode.cb_residual ? "+cblo" : "") + " bits " + std::to_string(bits) + " group " +
                 std::to_string(group) + " [" + std::to_string(out) + "," + std::to_string(in) +
                 "] tokens " + std::to_string(T);
-            ExpectScalarBits(matmat, c, a, what, T == 17 || T == 40);
+            ExpectScalarBits(matmat, c.m, a, what, T == 17 || T == 40);
             if (::testing::Test::HasFatalFailure()) return;
           }
         }
@@ -265,9 +265,29 @@ void ExpectKernelMatchesScalar(const MatMatFn& matmat) {
       std::vector<float> x = RandomVector(512 * 17, rng);
       ActivationBatch a;
       PrepareActivations(Isa::kScalar, x.data(), 17, 512, 512, 128, &a, mode.act);
-      ExpectScalarBits(matmat, c, a, "1000 rows bits " + std::to_string(bits), false);
+      ExpectScalarBits(matmat, c.m, a, "1000 rows bits " + std::to_string(bits), false);
       if (::testing::Test::HasFatalFailure()) return;
     }
+  // A stack of row ranges of three matrices (rows read through the stack's row tables).
+  for (uint32_t bits : {2u, 4u}) {
+    const uint32_t group = 64, in = 4 * group + 7;
+    const Int8Codebook cb8 =
+        MakeInt8Codebook(OfficialCodebook(bits, group), CqCodeBits(bits), true).value();
+    std::vector<RandomCq> cqs;
+    std::vector<CqKernelMatrix> parts;
+    for (uint32_t rows : {12u, 9u, 40u}) cqs.push_back(MakeRandomCq(rows, in, group, bits, rng));
+    for (const RandomCq& cq : cqs)
+      parts.push_back(
+          CqKernelMatrix::Create(cq.blob, cq.out, in, group, cq.code_bits(), cb8).value());
+    const CqKernelMatrix::RowSlice slices[] = {
+        {&parts[0], 4, 8}, {&parts[1], 0, 4}, {&parts[2], 3, 32}, {&parts[0], 11, 12}};
+    const CqKernelMatrix s = CqKernelMatrix::Stack(slices).value();
+    std::vector<float> x = RandomVector(size_t(in) * 19, rng);
+    ActivationBatch a;
+    PrepareActivations(Isa::kScalar, x.data(), 19, in, in, group, &a, ActPrecision::kInt8x2);
+    ExpectScalarBits(matmat, s, a, "stack bits " + std::to_string(bits), true);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
 }
 
 // A zero group gives 0, a group with a NaN gives NaN, like every kernel.
