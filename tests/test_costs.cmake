@@ -51,6 +51,7 @@ set(cact_test_costs
   2 [=[TorchModule.BatchRowsAreIndependent]=]
   2 [=[TorchModule.WindowArgumentIsHonoured]=]
   2 [=[Fp16.RandomFloatsEncodeLikeNumpy]=]
+  2 [=[AmxKernel.EmulatedIsBitIdenticalToScalar]=]
   1 [=[Return.OfficialFloatWeightsReproduceTheExportersFile]=]
   1 [=[Return.ForeignInputsAreClearErrors]=]
   1 [=[TorchBlas.ThreadRuleInThisProcess]=]

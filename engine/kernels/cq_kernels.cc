@@ -7,6 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -26,6 +30,8 @@ namespace {
 
 const internal::KernelTable& Table(Isa isa) {
   switch (isa) {
+    case Isa::kAmx:
+      return internal::AmxTable();
     case Isa::kAvx512Vbmi:
       return internal::Avx512VbmiTable();
     case Isa::kAvx512:
@@ -69,15 +75,18 @@ const char* IsaName(Isa isa) {
       return "avx512";
     case Isa::kAvx512Vbmi:
       return "avx512vbmi";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
 
 absl::StatusOr<Isa> ParseIsa(std::string_view name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
+  for (Isa isa :
+       {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi, Isa::kAmx})
     if (name == IsaName(isa)) return isa;
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown kernel '%s' (scalar, avx2, avxvnni, avx512 or avx512vbmi)", name));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown kernel '%s' (scalar, avx2, avxvnni, avx512, avx512vbmi or amx)", name));
 }
 
 bool IsaSupported(Isa isa) {
@@ -94,10 +103,15 @@ bool IsaSupported(Isa isa) {
       return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
     case Isa::kAvx512Vbmi:
       return IsaSupported(Isa::kAvx512) && internal::HasAvx512Vbmi();
+    case Isa::kAmx:
+      return IsaSupported(Isa::kAvx512Vbmi) && internal::HasAmxInt8();
   }
   return false;
 }
 
+// kAmx is left out: it is opt-in (CACT_KERNEL=amx or SetActiveIsa) until its prefill has
+// been measured on AMX hardware against avx512vbmi (it was written and tested against a
+// tile emulator on a machine without AMX).
 Isa BestIsa() {
   for (Isa isa : {Isa::kAvx512Vbmi, Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2})
     if (IsaSupported(isa)) return isa;
@@ -436,6 +450,27 @@ bool HasAvx512Vbmi() {
   unsigned a, b, c, d;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
   return c & (1u << 1);
+#else
+  return false;
+#endif
+}
+
+bool HasAmxInt8() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool ok = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;                // AMX-TILE, AMX-INT8
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    const uint64_t tile_state = (uint64_t(1) << 17) | (uint64_t(1) << 18);  // XTILECFG, DATA
+    if (((uint64_t(hi) << 32 | lo) & tile_state) != tile_state) return false;
+    // Linux enables the tile data per process on request (ARCH_REQ_XCOMP_PERM for
+    // XFEATURE_XTILEDATA); without it the first tile instruction kills the process.
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  }();
+  return ok;
 #else
   return false;
 #endif

@@ -4,7 +4,7 @@
 // Each activation group is rotated once with the FWHT and quantized to int8 (absmax/127);
 // the codebook is mapped to int8; group dot products are exact int32.
 //
-// What is identical across ISAs (scalar, AVX2, AVX-VNNI, AVX-512 VNNI):
+// What is identical across ISAs (scalar, AVX2, AVX-VNNI, AVX-512 VNNI, AMX-INT8):
 //  - PrepareActivations: bit-identical int8 values, scales and sums (same butterfly order,
 //    same float operations, round-to-nearest-even).
 //  - the int32 group dot products (exact integer arithmetic, tails and padding included);
@@ -26,14 +26,21 @@ namespace cact::kernels {
 
 // ---------------------------------------------------------------- kernel selection
 // kAvx512Vbmi: the AVX-512 VNNI kernels with vpermb code tables (Ice Lake and later);
-// kAvx512 is the same without VBMI (Cascade Lake).
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAvx512Vbmi = 4 };
+// kAvx512 is the same without VBMI (Cascade Lake). kAmx: kAvx512Vbmi with an AMX-INT8
+// (tdpbssd tiles) prefill product (Sapphire Rapids and later); decode stays on VNNI.
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAvx512Vbmi = 4, kAmx = 5 };
 const char* IsaName(Isa isa);
-absl::StatusOr<Isa> ParseIsa(std::string_view name);  // scalar|avx2|avxvnni|avx512|avx512vbmi
-// The AVX-512 kernels (with or without VBMI).
-inline bool IsAvx512(Isa isa) { return isa == Isa::kAvx512 || isa == Isa::kAvx512Vbmi; }
-bool IsaSupported(Isa isa);  // this CPU can run it
-Isa BestIsa();               // best supported, from CPUID
+// scalar|avx2|avxvnni|avx512|avx512vbmi|amx
+absl::StatusOr<Isa> ParseIsa(std::string_view name);
+// The AVX-512 kernels (with or without VBMI; kAmx uses the VBMI ones except for prefill).
+inline bool IsAvx512(Isa isa) {
+  return isa == Isa::kAvx512 || isa == Isa::kAvx512Vbmi || isa == Isa::kAmx;
+}
+// This CPU (and OS) can run it. kAmx: AVX-512 VBMI, CPUID AMX-TILE and AMX-INT8, the tile
+// state enabled in XCR0, and Linux granting the process the tile data (arch_prctl
+// ARCH_REQ_XCOMP_PERM, requested once on the first call).
+bool IsaSupported(Isa isa);
+Isa BestIsa();  // best supported, from CPUID (never kAmx: opt-in, see cq_kernels.cc)
 // The kernel in use: CACT_KERNEL (if set and supported; an unsupported or unknown value
 // falls back to BestIsa() with a warning on stderr) else BestIsa(). SetActiveIsa overrides
 // (tests, benchmarks); it returns false and changes nothing when unsupported.
@@ -148,6 +155,9 @@ class ActivationBatch {
   uint32_t groups() const { return groups_; }
   ActPrecision precision() const { return precision_; }
   bool two_level() const { return precision_ == ActPrecision::kInt8x2; }
+  // Bytes from token t's data to token t + 1's (the same for every layout and level): the
+  // row stride of the AMX kernel's activation tiles.
+  size_t token_stride() const { return stride_; }
 
   // Level 0 (q1) or 1 (q2, only when two_level()).
   // Natural order: q[k] for k < in_pad, zero up to a multiple of 64.

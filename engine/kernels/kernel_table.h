@@ -28,8 +28,18 @@ const KernelTable& Avx2Table();
 const KernelTable& AvxVnniTable();
 const KernelTable& Avx512Table();
 const KernelTable& Avx512VbmiTable();
+// The AVX-512 VBMI table with the AMX-INT8 prefill product (cq_amx.cc).
+const KernelTable& AmxTable();
 // AVX-512 VBMI (vpermb) present: CPUID leaf 7 ECX bit 1 (with the OS state of AVX-512).
 bool HasAvx512Vbmi();
+// AMX-TILE and AMX-INT8 usable by this process (cq_kernels.h IsaSupported(Isa::kAmx)).
+bool HasAmxInt8();
+
+// The AMX prefill product run on the portable tile emulator (amx_tiles.h) instead of the
+// tile hardware: the same code as AmxTable().matmat except the tile primitives, for tests
+// on machines without AMX. Needs AVX-512 VBMI (the code panels); not a selectable ISA.
+void MatMatAmxEmulated(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                       uint32_t row_end, float* y, size_t y_stride);
 
 // Shared portable pieces.
 // Builds perm2/perm4 of one level from its natural layout (scalar; the reference layout).

@@ -2,6 +2,9 @@
 # project tests/fuzz include this file. Each file's name says its instruction set
 # (cmake/cact_isa.cmake). A file not listed is not built.
 set(CACT_KERNELS_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/amx_tiles.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq_amx.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq_amx_emu_avx512vbmi.cc
   ${CMAKE_CURRENT_LIST_DIR}/cq_avx2.cc
   ${CMAKE_CURRENT_LIST_DIR}/cq_avx512.cc
   ${CMAKE_CURRENT_LIST_DIR}/cq_avx512vbmi.cc

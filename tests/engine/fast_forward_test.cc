@@ -210,7 +210,7 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
   const kernels::Isa before = kernels::ActiveIsa();
   std::vector<float> base;
   for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvxVnni,
-                           kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi}) {
+                           kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi, kernels::Isa::kAmx}) {
     if (!kernels::SetActiveIsa(isa)) continue;
     for (int threads : {1, 2, 3}) {
       ForwardOptions opt;

@@ -163,7 +163,7 @@ TEST(KvCache, AttentionIsBitIdenticalOnEveryIsa) {
   const kernels::Isa before = kernels::ActiveIsa();
   std::vector<float> base;
   for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvx512,
-                           kernels::Isa::kAvx512Vbmi}) {
+                           kernels::Isa::kAvx512Vbmi, kernels::Isa::kAmx}) {
     if (!kernels::SetActiveIsa(isa)) continue;
     std::vector<float> out(n_q * hd);
     kv.Attend(0, 0, 149, q.data(), n_q, out.data(), scratch.data());
@@ -193,7 +193,8 @@ TEST(KvCache, BlockAttentionIsPerPositionAttentionBitForBit) {
         }
         const size_t stride = n_q * hd + 3;
         std::vector<float> q = Randn(nb * stride, rng, 0.7);
-        for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx512Vbmi}) {
+        for (kernels::Isa isa :
+             {kernels::Isa::kScalar, kernels::Isa::kAvx512Vbmi, kernels::Isa::kAmx}) {
           if (!kernels::SetActiveIsa(isa)) continue;
           std::vector<float> got(nb * stride, -1.f), want(nb * stride, -1.f);
           kv.AttendBlock(0, 0, pos0, nb, q.data(), stride, n_q, got.data(), stride, scratch.data());

@@ -20,7 +20,8 @@ namespace cact::kernels::testing {
 
 inline std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
+  for (Isa isa :
+       {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi, Isa::kAmx})
     if (IsaSupported(isa)) out.push_back(isa);
   return out;
 }

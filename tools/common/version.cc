@@ -12,7 +12,7 @@ namespace cact::tools {
 std::string VersionLine(std::string_view tool) {
   std::string runnable;
   for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvxVnni,
-                           kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi})
+                           kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi, kernels::Isa::kAmx})
     if (kernels::IsaSupported(isa))
       absl::StrAppend(&runnable, runnable.empty() ? "" : " ", kernels::IsaName(isa));
   return absl::StrFormat("%s %s (commit %s, %s; kernels built: %s; this CPU runs: %s)", tool,

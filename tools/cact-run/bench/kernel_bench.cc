@@ -2,7 +2,8 @@
 // matrix-vector products of one decoded token (27 layers: q, k, v, gate, out_proj; the mHC
 // projections; 2 engram sites' key/value projections; the tied 8192-row logits) and the
 // matrix-matrix products of a prefill chunk. Not a test: run by hand.
-//   cact-kernel-bench [--isa all|scalar|avx2|avxvnni|avx512] [--threads N] [--tokens N]
+//   cact-kernel-bench [--isa all|scalar|avx2|avxvnni|avx512|avx512vbmi|amx] [--threads N]
+//                     [--tokens N]
 //                     [--two-level 0|1]
 //   cact-kernel-bench --version
 // --two-level 1 uses the fast path's default numerics (two-level int8 activations, residual
@@ -114,7 +115,8 @@ int main(int argc, char** argv) {
   const ActPrecision precision = g_two_level ? ActPrecision::kInt8x2 : ActPrecision::kInt8;
 
   std::vector<Isa> isas;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi})
+  for (Isa isa :
+       {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi, Isa::kAmx})
     if (IsaSupported(isa) && (isa_arg == "all" || isa_arg == IsaName(isa))) isas.push_back(isa);
 
   std::vector<float> x(size_t(tokens) * m * d);

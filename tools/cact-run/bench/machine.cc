@@ -72,6 +72,7 @@ double MeasureInt8Throughput(uint32_t threads, double seconds) {
   switch (ActiveIsa()) {
     case Isa::kAvx512:
     case Isa::kAvx512Vbmi:
+    case Isa::kAmx:  // the VNNI loop: kAmx decodes with VNNI (its tiles only do prefill)
       loop = internal::DotLoopAvx512;
       break;
     case Isa::kAvxVnni:
