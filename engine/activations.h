@@ -60,8 +60,6 @@ struct Activations {
       : g(geometry), threads(num_threads), sites(engram_sites), priv(threads, TokenBuffers(1)) {
     SetChunk(chunk_tokens);
     attn_scratch.resize(size_t(threads) * AttnScratch(kv_rows));
-    mhc_priv.assign(size_t(threads) * MhcStride(), 0.f);
-    out_priv.assign(size_t(threads) * g.d_model, 0.f);
   }
 
   // Sizes the buffers of chunk rows for `chunk_tokens` tokens (the chunk's per-token
@@ -142,10 +140,6 @@ struct Activations {
   std::vector<std::vector<float>> eng_v;     // convolved values [site][C][d]; decode [N * sites][d]
   std::vector<std::vector<float>> eng_vraw;  // values before the convolution [site][C][d]
   std::vector<float> rope;                   // cos | sin of the chunk's positions [C][head_dim]
-  // Decode with the out_proj split by heads (fast_forward.cc, OutSplit): every thread's
-  // own copy of what it computes whole (the mHC projections, out_proj's output).
-  std::vector<float> mhc_priv;  // [N][L][m * (m + 2)] (a slot per layer, as mhc_out)
-  std::vector<float> out_priv;  // [N][d]
   std::vector<float> attn_scratch;           // per thread: AttnScratch(kv_rows) floats
 };
 

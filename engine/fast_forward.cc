@@ -117,10 +117,11 @@ class FastForward final : public Forward {
       engram_.push_back({FastMatrix(es.key_proj, lo), FastMatrix(es.value_proj, lo)});
 
     inputs_.resize(threads_);  // [0] serves the prefill path too
-    precision_ = fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8;
+    const kn::ActPrecision precision =
+        fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8;
     for (Inputs& in : inputs_) {
       for (SharedInput* s : {&in.mhc, &in.attn, &in.out, &in.engram, &in.logits})
-        s->SetPrecision(precision_);
+        s->SetPrecision(precision);
       for (const FastMatrix* mm : {&phi_pre_, &phi_post_, &phi_res_}) in.mhc.AddConsumer(*mm);
       for (const FastMatrix& mm : mhc_stack_) in.mhc.AddConsumer(mm);
       for (const FastLayer& fl : layers_) {
@@ -134,7 +135,6 @@ class FastForward final : public Forward {
       in.logits.AddConsumer(embedding_);
     }
 
-    BuildOutSplit();
     ReleaseColdFilePages(model);
     inv_freq_ = ops::RopeInvFreq(g_.head_dim, g_.rope_theta);
     hist_len_ =
@@ -190,43 +190,11 @@ class FastForward final : public Forward {
   // "fast-int8" with plain int8 numerics (forward_paths.h).
   std::string name() const override { return name_; }
 
-  int decode_barriers_per_layer() const { return threads_ < 2 ? 0 : out_split_ ? 1 : 3; }
-
  private:
   // The prepared inputs of the matrix products (one set per thread for decode).
   struct Inputs {
     SharedInput mhc, attn, out, engram, logits;
   };
-
-  // out_split_ when every thread's KV heads cover whole groups of out_proj's input.
-  void BuildOutSplit() {
-    const uint32_t nt = uint32_t(threads_), KVH = g_.num_kv_heads;
-    if (nt < 2 || layers_.empty()) return;
-    const uint32_t cols_per_kv = g_.num_heads / KVH * g_.head_dim;
-    OutSplit s;
-    for (const FastLayer& fl : layers_) {
-      const kn::CqKernelMatrix* m = fl.out.cq();
-      if (!m || m->groups() != layers_[0].out.cq()->groups()) return;
-      const uint32_t group = m->group();
-      s.columns.emplace_back();
-      s.group_begin.clear();
-      for (uint32_t me = 0; me < nt; ++me) {
-        const uint32_t c0 = KVH * me / nt * cols_per_kv, c1 = KVH * (me + 1) / nt * cols_per_kv;
-        if (c0 == c1 || c0 % group || (c1 % group && c1 != m->in())) return;
-        auto cols = kn::CqKernelMatrix::Columns(*m, c0 / group, (c1 + group - 1) / group);
-        if (!cols.ok()) return;
-        s.columns.back().push_back(std::move(cols).value());
-        s.group_begin.push_back(c0 / group);
-      }
-    }
-    s.input.resize(nt);
-    s.ld = (size_t(g_.d_model) + 15) / 16 * 16;
-    for (int p = 0; p < 2; ++p) {
-      s.dots[p].assign(layers_[0].out.cq()->groups() * s.ld, 0);
-      s.scales[p].assign(layers_[0].out.cq()->groups(), 0.f);
-    }
-    out_split_ = std::move(s);
-  }
 
   // Per token this path reads only the CQ records of its products through the mapping
   // (engram table rows with pread, everything else copied at load): the rest of the file
@@ -299,14 +267,7 @@ class FastForward final : public Forward {
     EmbedToken(pos, b.X.data());
     std::vector<const float*> ev(engram_.size());
     for (size_t s = 0; s < engram_.size(); ++s) ev[s] = DecodeEngramMemory(s, pos, in, me, nt);
-    for (uint32_t l = 0; l < g_.num_layers; ++l) {
-      // (The split is for the whole team: a run on fewer members, the team's solo
-      // fallback, takes the general schedule.)
-      if (out_split_ && nt == out_split_->group_begin.size())
-        DecodeLayerOneBarrier(l, pos, in, ev, me, nt);
-      else
-        DecodeLayer(l, pos, in, ev, me, nt);
-    }
+    for (uint32_t l = 0; l < g_.num_layers; ++l) DecodeLayer(l, pos, in, ev, me, nt);
     if (logits) {
       float* y = b.h.data();
       LaneMean(b.X.data(), y);
@@ -338,10 +299,14 @@ class FastForward final : public Forward {
     // Pre-mix: nx, this thread's share of the mHC projections | u.
     PreMixNx(tv);
     in.mhc.Prepare(tv.nx, 1, md, md);
-    PreMixProjections(in.mhc, l, 1, me, nt, act_.MhcOut(l));
+    PreMixProjections(in.mhc, l, 1, me, nt);
     team_.Barrier();
-    DecodeAttentionInput(l, in, ev, tv);
-    // Attention: this thread's KV heads | out_proj's share | gated residual.
+    PreMixU(l, tv);
+    const int site = m_.layer(l).engram_site;
+    if (site >= 0) EngramInject(tv, &act_.eng_k[site][0], ev[site]);
+    // Attention: norm_in, this thread's KV heads | out_proj's share | gated residual.
+    AttentionIn(l, tv);
+    in.attn.Prepare(tv.h, 1, d, d);
     DecodeAttentionHeads(l, pos, in, tv, me, nt);
     team_.Barrier();
     in.out.Prepare(act_.o.data(), 1, A, A);
@@ -350,52 +315,6 @@ class FastForward final : public Forward {
     AttentionOut(l, tv);
     HadamardMlp(l, tv);
     PostMix(l, tv, opt_.keep_hidden && me == 0 ? HiddenRow(pos, l) : nullptr);
-  }
-
-  // The same layer with one barrier (when out_split_ exists): every thread computes the
-  // mHC projections whole, in its own copy (two 16-row blocks, about what a barrier and its
-  // waits cost), and out_proj's group dots of its own heads' columns; the barrier
-  // exchanges the dots, and every thread finishes all of out_proj's rows itself.
-  void DecodeLayerOneBarrier(uint32_t l, uint32_t pos, Inputs& in,
-                             const std::vector<const float*>& ev, uint32_t me, uint32_t nt) {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes, md = m * d;
-    TokenView tv = act_.View(act_.priv[me], 0, l);
-    float* mhc = &act_.mhc_priv[size_t(me) * act_.MhcStride() + size_t(l) * act_.MhcRows()];
-    tv.pre = mhc;
-    tv.post = mhc + m;
-    tv.res = mhc + 2 * m;
-    tv.out = &act_.out_priv[size_t(me) * d];
-    PreMixNx(tv);
-    in.mhc.Prepare(tv.nx, 1, md, md);
-    PreMixProjections(in.mhc, l, 1, 0, 1, mhc);
-    DecodeAttentionInput(l, in, ev, tv);
-    DecodeAttentionHeads(l, pos, in, tv, me, nt);
-    // This thread's heads' columns of out_proj's input: group dots and scales into the
-    // layer's slot (by parity: a thread one layer ahead writes the other slot).
-    OutSplit& s = *out_split_;
-    const kn::CqKernelMatrix& cols = s.columns[l][me];
-    const uint32_t g0 = s.group_begin[me];
-    kn::ActivationBatch& a = s.input[me];
-    a.Reset(1, cols.in(), cols.group(), precision_, layers_[l].out.layout());
-    kn::PrepareToken(tv.o + size_t(g0) * cols.group(), &a, 0);
-    kn::GroupDotsByGroup(cols, a, 0, 0, d, s.dots[l % 2].data() + g0 * s.ld, s.ld);
-    kn::GroupScalesOf(a, 0, cols, s.scales[l % 2].data() + g0);
-    team_.Barrier();
-    kn::FinishRows(*layers_[l].out.cq(), s.dots[l % 2].data(), s.ld, s.scales[l % 2].data(), 0, d,
-                   tv.out);
-    AttentionOut(l, tv);
-    HadamardMlp(l, tv);
-    PostMix(l, tv, opt_.keep_hidden && me == 0 ? HiddenRow(pos, l) : nullptr);
-  }
-
-  // Decode's pre-mix u, engram injection and attention input (norm_in), prepared.
-  void DecodeAttentionInput(uint32_t l, Inputs& in, const std::vector<const float*>& ev,
-                            TokenView& tv) {
-    PreMixU(l, tv);
-    const int site = m_.layer(l).engram_site;
-    if (site >= 0) EngramInject(tv, &act_.eng_k[site][0], ev[site]);
-    AttentionIn(l, tv);
-    in.attn.Prepare(tv.h, 1, g_.d_model, g_.d_model);
   }
 
   // Decode's share of the attention: the query/gate/key/value rows of this thread's KV
@@ -462,7 +381,7 @@ class FastForward final : public Forward {
     const FastLayer& fl = layers_[l];
     const uint32_t d = g_.d_model, A = g_.attn_dim(), K = g_.kv_dim(), KVH = g_.num_kv_heads;
     // Pre-mix: the mHC projections (nx prepared by the embedding or the previous layer).
-    PreMixProjections(in.mhc, l, n, me, nt, act_.MhcOut(l));
+    PreMixProjections(in.mhc, l, n, me, nt);
     team_.Barrier();
     // Pre-mix u, engram injection, attention's norm_in, by token.
     const int site = m_.layer(l).engram_site;
@@ -536,10 +455,10 @@ class FastForward final : public Forward {
   // 16-row blocks, else three products (a single token: one per thread, round robin, since
   // each is under one block). Each layer writes its own slots: decode has no barrier
   // between a layer's last reads (PostMix) and the next layer's products.
-  void PreMixProjections(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt,
-                         float* y) {
+  void PreMixProjections(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
     const uint32_t m = g_.mhc_lanes;
     const size_t stride = act_.MhcStride();
+    float* y = act_.MhcOut(l);
     if (!mhc_stack_.empty()) {
       const kn::RowRange r = SplitRange(0, act_.MhcRows(), nt, me);
       in.Apply(mhc_stack_[l], n, r.begin, r.end, y, stride);
@@ -798,20 +717,6 @@ class FastForward final : public Forward {
   std::vector<FastLayer> layers_;
   std::vector<FastEngramSite> engram_;
   std::vector<Inputs> inputs_;
-  kn::ActPrecision precision_ = kn::ActPrecision::kInt8x2;
-  // Decode's out_proj split over the team by heads (DecodeLayerOneBarrier): per layer and
-  // thread the columns of its heads' attention output, that thread's input batch, and the
-  // exchanged group dots [groups][ld] and group scales, one slot per layer parity. Unset
-  // when one thread or a thread's heads do not cover whole groups (then DecodeLayer).
-  struct OutSplit {
-    std::vector<std::vector<kn::CqKernelMatrix>> columns;  // [layer][thread]
-    std::vector<uint32_t> group_begin;                     // [thread]
-    std::vector<kn::ActivationBatch> input;                // [thread]
-    size_t ld = 0;
-    std::vector<int32_t> dots[2];
-    std::vector<float> scales[2];
-  };
-  std::optional<OutSplit> out_split_;
   std::vector<float> inv_freq_;
   uint32_t hist_len_ = 1;
 
@@ -826,11 +731,6 @@ class FastForward final : public Forward {
 };
 
 }  // namespace
-
-int DecodeBarriersPerLayer(const Forward& forward) {
-  const auto* fast = dynamic_cast<const FastForward*>(&forward);
-  return fast ? fast->decode_barriers_per_layer() : 0;
-}
 
 std::unique_ptr<Forward> MakeFastForward(const Model& model, const ForwardOptions& options,
                                          const FastForwardOptions& fast) {

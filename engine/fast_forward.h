@@ -41,9 +41,4 @@ struct FastForwardOptions {
 std::unique_ptr<Forward> MakeFastForward(const Model& model, const ForwardOptions& options,
                                          const FastForwardOptions& fast = {});
 
-// Barriers per layer of a fast forward's decode step: 1 when out_proj's input splits over
-// the team along whole groups (each thread's heads), else 3; 0 for one thread or a forward
-// that is not a fast one.
-int DecodeBarriersPerLayer(const Forward& forward);
-
 }  // namespace cact

@@ -71,8 +71,6 @@ class FastMatrix {
   }
   uint32_t rows() const { return rows_; }
   uint32_t cols() const { return cols_; }
-  // The kernels' matrix of a CQ record (null for a dense one).
-  const kn::CqKernelMatrix* cq() const { return cq_ ? &*cq_ : nullptr; }
   // The activation group this matrix consumes (0: dense, reads the raw input).
   uint32_t group() const { return cq_ ? cq_->group() : 0; }
   // The permuted activation layout its kernel reads (kernels::kLayoutPerm2/4, 0).

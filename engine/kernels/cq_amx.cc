@@ -97,9 +97,7 @@ void MatMatAmx(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_b
 
 const KernelTable& AmxTable() {
   const KernelTable& vbmi = Avx512VbmiTable();
-  static const KernelTable table = {vbmi.prepare,    vbmi.matvec,
-                                    MatMatAmx,       vbmi.group_dots,
-                                    vbmi.group_dots_by_group, vbmi.finish_rows};
+  static const KernelTable table = {vbmi.prepare, vbmi.matvec, MatMatAmx, vbmi.group_dots};
   return table;
 }
 

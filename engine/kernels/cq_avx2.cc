@@ -4,9 +4,7 @@
 namespace cact::kernels::internal {
 
 const KernelTable& Avx2Table() {
-  static const KernelTable table = {PrepareAvx2,        MatVec8<false>,
-                                    MatMat8<false>,        GroupDots8<false>,
-                                    GroupDotsByGroup8<false>, FinishRows8};
+  static const KernelTable table = {PrepareAvx2, MatVec8<false>, MatMat8<false>, GroupDots8<false>};
   return table;
 }
 

@@ -354,9 +354,8 @@ BlockDotsFn8 PickBlockDots8(const CqKernelMatrix& m, const ActivationBatch& a) {
 
 thread_local AlignedScratch tl_norms8;
 
-// dots of group g at dots + g * ld (ld: 8 for one block's [G][8]).
 inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
-                    const float* gs, float* y, size_t ld = 8) {
+                    const float* gs, float* y) {
   const uint32_t G = m.groups();
   const uint16_t* panel = BlockNorms(m, r0, 8, tl_norms8.Get<uint16_t>(size_t(G) * 16));
   __m256 acc = _mm256_setzero_ps();
@@ -364,7 +363,7 @@ inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const i
     __m256 nf = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(panel + 16 * g)));
     __m256 s = _mm256_mul_ps(nf, _mm256_set1_ps(gs[g]));
     __m256 d =
-        _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dots + ld * g)));
+        _mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(dots + 8 * g)));
     acc = _mm256_fmadd_ps(s, d, acc);
   }
   __m256i mask =
@@ -399,26 +398,6 @@ void GroupDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, u
     for (uint32_t i = 0; i < 8 && r0 + i < row_end; ++i)
       for (uint32_t g = 0; g < G; ++g) dots[size_t(r0 + i - row_begin) * G + g] = block[8 * g + i];
   }
-}
-
-template <bool kVnni>
-void GroupDotsByGroup8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                       uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld) {
-  const uint32_t G = m.groups();
-  int32_t* block = tl_dots8.Get<int32_t>(size_t(G) * 8);
-  auto dots_fn = PickBlockDots8<kVnni>(m, a);
-  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
-    dots_fn(m, a, t, r0, block);
-    const uint32_t rows = std::min(8u, row_end - r0);
-    for (uint32_t g = 0; g < G; ++g)
-      std::memcpy(dots + g * ld + (r0 - row_begin), block + 8 * g, rows * sizeof(int32_t));
-  }
-}
-
-void FinishRows8(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
-                 uint32_t row_begin, uint32_t row_end, float* y) {
-  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8)
-    Finish8(m, r0, std::min(8u, row_end - r0), dots + (r0 - row_begin), gs, y, ld);
 }
 
 // ------------------------------------------------------------------ prefill

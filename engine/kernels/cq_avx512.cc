@@ -5,9 +5,7 @@
 namespace cact::kernels::internal {
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {Prepare,         MatVec,
-                                    MatMat,          GroupDotsAvx512,
-                                    GroupDotsByGroupAvx512, FinishRowsAvx512};
+  static const KernelTable table = {Prepare, MatVec, MatMat, GroupDotsAvx512};
   return table;
 }
 

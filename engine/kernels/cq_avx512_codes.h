@@ -169,10 +169,9 @@ constexpr uint32_t kPrefetchRows = 16;
 
 thread_local AlignedScratch tl_norms;
 
-// y[r0 .. r0+rows) from exact dots, group g's 16 rows at dots + g * ld (ld 16: one
-// block's [G][16]): the documented float accumulation.
+// y[r0 .. r0+rows) from exact dots [G][16]: the documented float accumulation.
 inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const int32_t* dots,
-                   const float* gs, float* y, size_t ld = 16) {
+                   const float* gs, float* y) {
   const uint32_t G = m.groups();
   const uint16_t* panel = BlockNorms(m, r0, 16, tl_norms.Get<uint16_t>(size_t(G) * 16));
   __m512 acc = _mm512_setzero_ps();
@@ -180,7 +179,7 @@ inline void Finish(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const in
     __m512 nf =
         _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(panel + 16 * g)));
     __m512 s = _mm512_mul_ps(nf, _mm512_set1_ps(gs[g]));
-    __m512 d = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots + ld * g));
+    __m512 d = _mm512_cvtepi32_ps(_mm512_loadu_si512(dots + 16 * g));
     acc = _mm512_fmadd_ps(s, d, acc);
   }
   _mm512_mask_storeu_ps(y + r0, __mmask16((1u << rows) - 1), acc);

@@ -351,25 +351,6 @@ void GroupDotsAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t
   }
 }
 
-void GroupDotsByGroupAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                            uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld) {
-  const uint32_t G = m.groups();
-  int32_t* block = tl_dots.Get<int32_t>(size_t(G) * 16);
-  BlockDotsFn dots_fn = PickBlockDots(m, a);
-  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
-    dots_fn(m, a, t, r0, block);
-    const uint32_t rows = std::min(16u, row_end - r0);
-    for (uint32_t g = 0; g < G; ++g)
-      std::memcpy(dots + g * ld + (r0 - row_begin), block + 16 * g, rows * sizeof(int32_t));
-  }
-}
-
-void FinishRowsAvx512(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
-                      uint32_t row_begin, uint32_t row_end, float* y) {
-  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16)
-    Finish(m, r0, std::min(16u, row_end - r0), dots + (r0 - row_begin), gs, y, ld);
-}
-
 // ------------------------------------------------------------------ prefill
 
 thread_local AlignedScratch tl_panel, tl_panel_lo, tl_tdots;

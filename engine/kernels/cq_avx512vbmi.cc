@@ -6,9 +6,7 @@
 namespace cact::kernels::internal {
 
 const KernelTable& Avx512VbmiTable() {
-  static const KernelTable table = {Prepare,         MatVec,
-                                    MatMat,          GroupDotsAvx512,
-                                    GroupDotsByGroupAvx512, FinishRowsAvx512};
+  static const KernelTable table = {Prepare, MatVec, MatMat, GroupDotsAvx512};
   return table;
 }
 

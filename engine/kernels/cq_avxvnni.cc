@@ -5,9 +5,7 @@
 namespace cact::kernels::internal {
 
 const KernelTable& AvxVnniTable() {
-  static const KernelTable table = {PrepareAvx2,        MatVec8<true>,
-                                    MatMat8<true>,        GroupDots8<true>,
-                                    GroupDotsByGroup8<true>, FinishRows8};
+  static const KernelTable table = {PrepareAvx2, MatVec8<true>, MatMat8<true>, GroupDots8<true>};
   return table;
 }
 

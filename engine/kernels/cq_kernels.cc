@@ -258,30 +258,6 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Stack(std::span<const RowSlice> s
   return m;
 }
 
-absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Columns(const CqKernelMatrix& p,
-                                                       uint32_t group_begin, uint32_t group_end) {
-  if (group_begin >= group_end || group_end > p.groups_)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "column groups [%u, %u) outside a matrix of %u groups", group_begin, group_end, p.groups_));
-  CqKernelMatrix m;
-  m.out_ = p.out_;
-  m.in_ = std::min(p.in_, group_end * p.group_) - group_begin * p.group_;
-  m.group_ = p.group_;
-  m.groups_ = group_end - group_begin;
-  m.in_pad_ = m.groups_ * m.group_;
-  m.code_bits_ = p.code_bits_;
-  m.row_bytes_ = uint64_t(m.in_pad_) * m.code_bits_ / 8;
-  m.codebook_ = p.codebook_;
-  // group * code_bits is a multiple of 8 (group >= 32): each slice starts on a byte.
-  const uint64_t code_offset = uint64_t(group_begin) * p.group_ * p.code_bits_ / 8;
-  for (uint32_t r = 0; r < p.out_; ++r) {
-    m.row_codes_.push_back(p.row_codes(r) + code_offset);
-    m.row_norms_.push_back(p.row_norms(r) + size_t(group_begin) * 2);
-  }
-  m.BuildNormPanel();
-  return m;
-}
-
 // ------------------------------------------------------------------ activations
 
 void ActivationBatch::Free::operator()(int8_t* p) const { std::free(p); }
@@ -414,33 +390,6 @@ void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint3
   if (row_begin >= row_end) return;
   CheckLayout(isa, m, a);
   Table(isa).group_dots(m, a, t, row_begin, row_end, dots);
-}
-
-void GroupDotsByGroup(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                      uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld) {
-  if (row_begin >= row_end) return;
-  CheckLayout(isa, m, a);
-  Table(isa).group_dots_by_group(m, a, t, row_begin, row_end, dots, ld);
-}
-
-void GroupDotsByGroup(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                      uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld) {
-  GroupDotsByGroup(ActiveIsa(), m, a, t, row_begin, row_end, dots, ld);
-}
-
-void GroupScalesOf(const ActivationBatch& a, uint32_t t, const CqKernelMatrix& m, float* gs) {
-  internal::GroupScales(a, t, m, gs);
-}
-
-void FinishRows(Isa isa, const CqKernelMatrix& m, const int32_t* dots, size_t ld,
-                const float* gs, uint32_t row_begin, uint32_t row_end, float* y) {
-  if (row_begin >= row_end) return;
-  Table(isa).finish_rows(m, dots, ld, gs, row_begin, row_end, y);
-}
-
-void FinishRows(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
-                uint32_t row_begin, uint32_t row_end, float* y) {
-  FinishRows(ActiveIsa(), m, dots, ld, gs, row_begin, row_end, y);
 }
 
 namespace internal {

@@ -89,11 +89,6 @@ class CqKernelMatrix {
   // three small mHC projections (4, 4 and 16 rows) cost three blocks as separate products
   // and two blocks as one 24-row stack, which two threads also split evenly.
   static absl::StatusOr<CqKernelMatrix> Stack(std::span<const RowSlice> slices);
-  // The columns of groups [group_begin, group_end) of `m` as a matrix of its own, read in
-  // place (`m`'s blob must outlive it). For products split over the input (a team whose
-  // threads each hold part of it): see GroupDotsByGroup.
-  static absl::StatusOr<CqKernelMatrix> Columns(const CqKernelMatrix& m, uint32_t group_begin,
-                                                uint32_t group_end);
 
   uint32_t out() const { return out_; }
   uint32_t in() const { return in_; }
@@ -240,30 +235,6 @@ void MatMatRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint
 // For the SIMD == scalar tests.
 void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                uint32_t row_begin, uint32_t row_end, int32_t* dots);
-
-// ---------------------------------------------------------------- products split by input
-// A product whose input is spread over a team (each thread holds some groups of it) runs
-// in two steps with one exchange between them, bit for bit MatVecRows:
-//  1. each part: the exact group dots of its columns (a Columns matrix, with the batch of
-//     its slice of the input) by GroupDotsByGroup, and its group scales by GroupScalesOf,
-//     written at its groups' offset (g_offset) in shared buffers;
-//  2. any thread: FinishRows of the whole matrix from all parts' dots and scales.
-// Group-major dots: row r (from row_begin) of group g at dots[g * ld + r - row_begin]; ld
-// is a multiple of 16 and at least the row count rounded up to 16 (the finish loads whole
-// 16-row runs).
-void GroupDotsByGroup(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                      uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld);
-// gs[g] for the batch's groups: act_scale[g] * (cb_scale / M), what every kernel multiplies
-// by the FP16 norm before the fma.
-void GroupScalesOf(const ActivationBatch& a, uint32_t t, const CqKernelMatrix& m, float* gs);
-// y[r] for rows [row_begin, row_end) of `m`: per row, over its groups in order,
-// acc = fma(float(norm[r,g]) * gs[g], float(dots[g][r]), acc) from 0.
-void FinishRows(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
-                uint32_t row_begin, uint32_t row_end, float* y);
-void GroupDotsByGroup(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                      uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld);
-void FinishRows(Isa isa, const CqKernelMatrix& m, const int32_t* dots, size_t ld,
-                const float* gs, uint32_t row_begin, uint32_t row_end, float* y);
 
 inline constexpr uint64_t kParallelCodeBytes = 96 * 1024;
 

@@ -106,13 +106,11 @@ void RowValues(const CqKernelMatrix& m, uint32_t r, int8_t* w, int8_t* wl) {
   }
 }
 
-// Row r's output from its group dots (dots[g * stride]).
-float Accumulate(const CqKernelMatrix& m, uint32_t r, const int32_t* dots, const float* gs,
-                 size_t stride = 1) {
+float Accumulate(const CqKernelMatrix& m, uint32_t r, const int32_t* dots, const float* gs) {
   float acc = 0.f;
   for (uint32_t g = 0; g < m.groups(); ++g) {
     float s = HalfBitsToFloat(LoadHalfBits(m.row_norms(r) + size_t(g) * 2)) * gs[g];
-    acc = std::fma(s, float(dots[g * stride]), acc);
+    acc = std::fma(s, float(dots[g]), acc);
   }
   return acc;
 }
@@ -127,21 +125,6 @@ void GroupDotsScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t
       dots[size_t(r - row_begin) * m.groups() + g] =
           CombinedDot(a, t, M, w.data(), wl.empty() ? nullptr : wl.data(), g * n, (g + 1) * n);
   }
-}
-
-void GroupDotsByGroupScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                            uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld) {
-  std::vector<int32_t> row(m.groups());
-  for (uint32_t r = row_begin; r < row_end; ++r) {
-    GroupDotsScalar(m, a, t, r, r + 1, row.data());
-    for (uint32_t g = 0; g < m.groups(); ++g) dots[g * ld + (r - row_begin)] = row[g];
-  }
-}
-
-void FinishRowsScalar(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
-                      uint32_t row_begin, uint32_t row_end, float* y) {
-  for (uint32_t r = row_begin; r < row_end; ++r)
-    y[r] = Accumulate(m, r, dots + (r - row_begin), gs, ld);
 }
 
 void MatVecScalar(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
@@ -187,8 +170,7 @@ void FwhtButterfliesScalar(float* v, uint32_t n) {
 }
 
 const KernelTable& ScalarTable() {
-  static const KernelTable table = {Prepare,         MatVecScalar,          MatMatScalar,
-                                    GroupDotsScalar, GroupDotsByGroupScalar, FinishRowsScalar};
+  static const KernelTable table = {Prepare, MatVecScalar, MatMatScalar, GroupDotsScalar};
   return table;
 }
 

@@ -16,11 +16,6 @@ struct KernelTable {
                  uint32_t row_end, float* y, size_t y_stride);
   void (*group_dots)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                      uint32_t row_begin, uint32_t row_end, int32_t* dots);
-  // Group-major dots and the finish from them (cq_kernels.h GroupDotsByGroup, FinishRows).
-  void (*group_dots_by_group)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
-                              uint32_t row_begin, uint32_t row_end, int32_t* dots, size_t ld);
-  void (*finish_rows)(const CqKernelMatrix& m, const int32_t* dots, size_t ld, const float* gs,
-                      uint32_t row_begin, uint32_t row_end, float* y);
 };
 
 const KernelTable& ScalarTable();

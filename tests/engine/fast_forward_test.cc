@@ -233,23 +233,10 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
 // between a layer's PostMix and the next layer's mHC products. ThreadSanitizer does not:
 // the kernels store through vector intrinsics, which it does not instrument.)
 // The micro model (its CQ records cycle through widths and groups, so the three mHC
-// projections run separately), a micro model whose out_proj groups split along two
-// threads' heads (decode's one-barrier schedule) and the fixtures (one stacked product).
-reliability::MicroOptions SplitMicroOptions() {
-  reliability::MicroOptions o;
-  o.groups = {32};  // 2 KV heads x 2 heads x 16 dimensions: 32 columns (a group) per KV head
-  return o;
-}
-Geometry SplitMicroGeometry() {
-  Geometry g = reliability::MicroGeometry();
-  g.num_heads = 4;
-  g.num_kv_heads = 2;
-  g.head_dim = 16;
-  return g;
-}
+// projections run separately) and the fixtures (one stacked product).
 struct LagModels {
   TempDir dir;
-  std::unique_ptr<Model> micro, split;
+  std::unique_ptr<Model> micro;
   std::vector<std::pair<std::string, const Model*>> all;
 };
 void OpenLagModels(LagModels* m) {
@@ -259,13 +246,7 @@ void OpenLagModels(LagModels* m) {
   auto micro = Model::Open(m->dir / "micro.cact");
   ASSERT_TRUE(micro.ok()) << micro.status();
   m->micro = std::move(micro).value();
-  ASSERT_TRUE(WriteCact(m->dir / "split.cact",
-                        reliability::MicroContents(SplitMicroGeometry(), SplitMicroOptions()), 0)
-                  .ok());
-  auto split = Model::Open(m->dir / "split.cact");
-  ASSERT_TRUE(split.ok()) << split.status();
-  m->split = std::move(split).value();
-  m->all = {{"micro", m->micro.get()}, {"micro split by heads", m->split.get()}};
+  m->all = {{"micro", m->micro.get()}};
   for (const std::string& k : FixtureCases()) m->all.push_back({k, &FixtureModel(k)});
 }
 
@@ -307,31 +288,13 @@ void ExpectOneThreadsBitsWithLaggingMembers(int threads, std::initializer_list<u
   }
 }
 
-// Which decode schedule each lag model runs: the test above must cover both.
-TEST(FastForward, DecodeScheduleFollowsTheHeadSplit) {
-  LagModels models;
-  ASSERT_NO_FATAL_FAILURE(OpenLagModels(&models));
-  auto barriers = [](const Model& model, int threads) {
-    ForwardOptions opt;
-    opt.threads = threads;
-    return DecodeBarriersPerLayer(*MakeFastForward(model, opt));
-  };
-  EXPECT_EQ(barriers(*models.split, 2), 1);   // one group per thread
-  EXPECT_EQ(barriers(*models.split, 3), 3);   // a thread without a KV head
-  EXPECT_EQ(barriers(*models.split, 1), 0);
-  EXPECT_EQ(barriers(*models.micro, 2), 3);   // one KV head
-  EXPECT_EQ(barriers(FixtureModel("tiny"), 2), 3);  // 64 columns per thread, groups of 128
-  ForwardOptions ref;
-  EXPECT_EQ(DecodeBarriersPerLayer(*MakeReferenceForward(*models.split, ref)), 0);
-}
-
 TEST(FastForward, TwoThreadsWithALaggingPartnerGiveOneThreadsBits) {
   ExpectOneThreadsBitsWithLaggingMembers(2, {1u, 0u});
 }
 
-// The team's solo fallback (every third run on the caller alone, kernels::Team) mixes the
-// schedules from one token to the next: decode's one-barrier schedule is for the whole
-// team, so a solo run must take the general one and still give one thread's bits.
+// The team's solo fallback (every third run on the caller alone, kernels::Team) changes
+// the member count from one token to the next: every job must give one thread's bits on
+// either count.
 TEST(FastForward, SoloRunsOfATwoThreadTeamGiveOneThreadsBits) {
   LagModels models;
   ASSERT_NO_FATAL_FAILURE(OpenLagModels(&models));

@@ -166,66 +166,6 @@ TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
         }
 }
 
-// A product split over its input groups (Columns + GroupDotsByGroup + GroupScalesOf, then
-// FinishRows of the whole matrix) gives MatVecRows's bits, for every split of the groups
-// into two or three parts, whole and partial row ranges, on every ISA.
-TEST(CqKernels, ProductSplitByInputGroupsIsBitIdenticalToMatVec) {
-  std::mt19937 rng(5);
-  for (Mode mode : kModes)
-    for (uint32_t bits : kBits)
-      for (uint32_t group : {32u, 128u, 512u})
-        for (Dims d : DimsFor(group)) {
-          Case c = MakeCase(d.out, d.in, group, bits, rng, mode.cb_residual);
-          const uint32_t G = c.m.groups(), T = 2;
-          std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
-          ActivationBatch a;
-          const std::vector<float> ref = ScalarOutputs(c, x, T, d, group, mode, &a);
-          // Splits: part boundaries at every group (two parts) and a three-part one.
-          std::vector<std::vector<uint32_t>> splits;
-          for (uint32_t k = 1; k < G; ++k) splits.push_back({0, k, G});
-          if (G >= 3) splits.push_back({0, 1, G - 1, G});
-          splits.push_back({0, G});
-          for (Isa isa : SupportedIsas())
-            for (const auto& cuts : splits)
-              for (uint32_t rb : {0u, 16u}) {
-                if (rb >= d.out) continue;
-                const size_t ld = (d.out - rb + 15) / 16 * 16;
-                std::vector<int32_t> dots(G * ld, 0);
-                std::vector<float> gs(G), y(size_t(T) * d.out, NAN);
-                for (uint32_t t = 0; t < T; ++t) {
-                  for (size_t p = 0; p + 1 < cuts.size(); ++p) {
-                    const uint32_t g0 = cuts[p], g1 = cuts[p + 1];
-                    auto slice = CqKernelMatrix::Columns(c.m, g0, g1);
-                    ASSERT_TRUE(slice.ok()) << slice.status();
-                    const uint32_t in = std::min(d.in, g1 * group) - g0 * group;
-                    ASSERT_EQ(slice->in(), in);
-                    for (uint32_t r = 0; r < d.out; r += 5) {  // a view of the same bytes
-                      ASSERT_EQ(0, std::memcmp(slice->row_norms(r), c.m.row_norms(r) + 2 * g0,
-                                               2 * (g1 - g0)));
-                      ASSERT_EQ(slice->row_codes(r),
-                                c.m.row_codes(r) + size_t(g0) * group * c.m.code_bits() / 8);
-                    }
-                    ActivationBatch part;
-                    PrepareActivations(isa, x.data() + size_t(t) * d.in + g0 * group, 1, d.in, in,
-                                       group, &part, mode.act);
-                    GroupDotsByGroup(isa, *slice, part, 0, rb, d.out, dots.data() + g0 * ld, ld);
-                    GroupScalesOf(part, 0, *slice, gs.data() + g0);
-                  }
-                  FinishRows(isa, c.m, dots.data(), ld, gs.data(), rb, d.out,
-                             y.data() + size_t(t) * d.out);
-                }
-                for (uint32_t t = 0; t < T; ++t)
-                  ASSERT_EQ(0, std::memcmp(y.data() + size_t(t) * d.out + rb,
-                                           ref.data() + size_t(t) * d.out + rb, (d.out - rb) * 4))
-                      << IsaName(isa) << " " << ModeName(mode) << " bits " << bits << " group "
-                      << group << " [" << d.out << "," << d.in << "] parts " << cuts.size() - 1
-                      << " first cut " << cuts[1] << " rows from " << rb;
-              }
-          EXPECT_FALSE(CqKernelMatrix::Columns(c.m, 1, 1).ok());
-          EXPECT_FALSE(CqKernelMatrix::Columns(c.m, 0, G + 1).ok());
-        }
-}
-
 // |y_kernel - y_fp32| <= sum_g norm_g * sum_i (|a_i| * cb_step/2 + |cb_i| * act_step_g/2),
 // where a = the quantized activation (|a_i| <= |u_i| + act_step/2) and the steps are those
 // of the mode (int8: scale; two-level: scale/128; codebook residual: cb_scale/128): the
