@@ -159,7 +159,9 @@ AttentionRuns AttentionBlock::TokenRuns(uint32_t t) const {
 
 namespace {
 const internal::FastOpsTable& Ops() {
-  return IsAvx512(ActiveIsa()) ? internal::Avx512FastOps() : internal::ScalarFastOps();
+  const Isa isa = ActiveIsa();
+  if (IsAvx512(isa)) return internal::Avx512FastOps();
+  return isa == Isa::kScalar ? internal::ScalarFastOps() : internal::Avx2FastOps();
 }
 }  // namespace
 
@@ -168,7 +170,7 @@ void ExpInPlace(float* x, size_t n) { Ops().exp(x, n); }
 void SigmoidInPlace(float* x, size_t n) { Ops().sigmoid(x, n); }
 void SiluInPlace(float* x, size_t n) { Ops().silu(x, n); }
 void FwhtOrthonormal(float* x, uint32_t n) {
-  (n >= 16 ? Ops() : internal::ScalarFastOps()).fwht(x, n);  // SIMD works on 16-wide vectors
+  (n >= 16 ? Ops() : internal::ScalarFastOps()).fwht(x, n);  // SIMD: 16-float steps
 }
 void AttendInt8Block(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
                      const float* key_scale, const int8_t* values, const float* value_scale,

@@ -22,6 +22,7 @@ struct FastOpsTable {
 };
 
 const FastOpsTable& ScalarFastOps();
+const FastOpsTable& Avx2FastOps();  // also AVX-VNNI: these kernels have no int8 dots
 const FastOpsTable& Avx512FastOps();
 
 // exp constants shared by every implementation.

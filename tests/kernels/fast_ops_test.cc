@@ -126,46 +126,49 @@ KvRows RandomKv(uint32_t hd, uint32_t stride, std::mt19937& rng) {
 
 TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
   std::mt19937 rng(3);
+  // n_q: the kernels take queries in groups (AVX2: up to 8, with 1-4 row vectors per pass).
   for (uint32_t hd : {24u, 64u, 128u})
-    for (uint32_t rows : {1u, 17u, 300u}) {
-      const uint32_t n_q = 3, stride = rows + 5;
-      auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
-      std::vector<float> q = RandomVector(size_t(n_q) * hd, rng);
-      // Runs: rows [3, 3 + a) then [0, 3) (a wrapped ring plus a pinned row).
-      AttentionRuns runs;
-      const uint32_t a = rows > 3 ? rows - 3 : rows;
-      runs.Add(rows > 3 ? 3 : 0, a);
-      if (rows > 3) runs.Add(0, 3);
-      std::vector<float> scratch(size_t(n_q) * (rows + 16));
-      auto run = [&] {
-        std::vector<float> out(size_t(n_q) * hd);
-        AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), n_q,
-                   out.data(), scratch.data());
-        return out;
-      };
-      std::vector<float> out = run();
-      for (uint32_t i = 0; i < n_q; ++i) {
-        std::vector<double> s;
-        std::vector<size_t> idx;
-        for (int k = 0; k < runs.n; ++k)
-          for (uint32_t j = 0; j < runs.count[k]; ++j) {
-            size_t r = runs.start[k] + j;
-            double d = 0;
-            for (uint32_t c = 0; c < hd; ++c) d += double(q[i * hd + c]) * kt[c * stride + r];
-            s.push_back(d * ks[r] / std::sqrt(double(hd)));
-            idx.push_back(r);
+    for (uint32_t rows : {1u, 17u, 300u})
+      for (uint32_t n_q : {1u, 2u, 3u, 9u}) {
+        const uint32_t stride = rows + 5;
+        auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
+        std::vector<float> q = RandomVector(size_t(n_q) * hd, rng);
+        // Runs: rows [3, 3 + a) then [0, 3) (a wrapped ring plus a pinned row).
+        AttentionRuns runs;
+        const uint32_t a = rows > 3 ? rows - 3 : rows;
+        runs.Add(rows > 3 ? 3 : 0, a);
+        if (rows > 3) runs.Add(0, 3);
+        std::vector<float> scratch(size_t(n_q) * (rows + 16));
+        auto run = [&] {
+          std::vector<float> out(size_t(n_q) * hd);
+          AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), n_q,
+                     out.data(), scratch.data());
+          return out;
+        };
+        std::vector<float> out = run();
+        for (uint32_t i = 0; i < n_q; ++i) {
+          std::vector<double> s;
+          std::vector<size_t> idx;
+          for (int k = 0; k < runs.n; ++k)
+            for (uint32_t j = 0; j < runs.count[k]; ++j) {
+              size_t r = runs.start[k] + j;
+              double d = 0;
+              for (uint32_t c = 0; c < hd; ++c) d += double(q[i * hd + c]) * kt[c * stride + r];
+              s.push_back(d * ks[r] / std::sqrt(double(hd)));
+              idx.push_back(r);
+            }
+          double mx = *std::max_element(s.begin(), s.end()), sum = 0;
+          for (double& e : s) sum += (e = std::exp(e - mx));
+          for (uint32_t c = 0; c < hd; ++c) {
+            double want = 0;
+            for (size_t t = 0; t < s.size(); ++t)
+              want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
+            ASSERT_NEAR(out[i * hd + c], want, 1e-5 * (1 + std::fabs(want)))
+                << hd << " " << rows << " " << n_q;
           }
-        double mx = *std::max_element(s.begin(), s.end()), sum = 0;
-        for (double& e : s) sum += (e = std::exp(e - mx));
-        for (uint32_t c = 0; c < hd; ++c) {
-          double want = 0;
-          for (size_t t = 0; t < s.size(); ++t)
-            want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
-          ASSERT_NEAR(out[i * hd + c], want, 1e-5 * (1 + std::fabs(want))) << hd << " " << rows;
         }
+        ExpectSameOnEveryIsa(run, "attention");
       }
-      ExpectSameOnEveryIsa(run, "attention");
-    }
 }
 
 // A block of query tokens: each token's output is AttendInt8's over its own rows, bit for
