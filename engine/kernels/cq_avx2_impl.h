@@ -39,6 +39,58 @@ inline int32_t HorizontalSum(__m256i v) {
   return s;
 }
 
+// The permuted layouts (ActivationBatch perm4 / perm2; the definitions are
+// BuildPermutedLayoutsScalar's). `nat`: the natural bytes held (in_pad rounded up to 64,
+// zero past in_pad); past them the layouts hold 0.
+inline __m256i LoadNatural(const int8_t* q, uint32_t off, uint32_t nat) {
+  return off < nat ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + off))
+                   : _mm256_setzero_si256();
+}
+
+// Per 128 bytes: the even bytes, then the odd ones.
+void BuildPerm4Avx2(const int8_t* q, uint32_t in_pad, int8_t* out) {
+  const uint32_t nat = (in_pad + 63) / 64 * 64;
+  const __m256i lo = _mm256_set1_epi16(0x00FF);
+  for (uint32_t c = 0; c * 128 < in_pad; ++c)
+    for (uint32_t h = 0; h < 2; ++h) {  // 64 input bytes -> 32 even and 32 odd
+      const uint32_t off = 128 * c + 64 * h;
+      const __m256i x0 = LoadNatural(q, off, nat), x1 = LoadNatural(q, off + 32, nat);
+      const __m256i even = _mm256_packus_epi16(_mm256_and_si256(x0, lo), _mm256_and_si256(x1, lo));
+      const __m256i odd = _mm256_packus_epi16(_mm256_srli_epi16(x0, 8), _mm256_srli_epi16(x1, 8));
+      int8_t* o = out + 128 * c + 32 * h;
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_permute4x64_epi64(even, 0xD8));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64), _mm256_permute4x64_epi64(odd, 0xD8));
+    }
+}
+
+// Per 256 bytes (sixteen 16-byte rows m): byte 16m + 4b + s goes to 64s + 4m + b, i.e.
+// each row's bytes are transposed 4 x 4 in place, then dword (m, s) moves to (s, m).
+void BuildPerm2Avx2(const int8_t* q, uint32_t in_pad, int8_t* out) {
+  const uint32_t nat = (in_pad + 63) / 64 * 64;
+  const __m256i tr = _mm256_broadcastsi128_si256(
+      _mm_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15));
+  const __m256i pairs = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (uint32_t c = 0; c * 256 < in_pad; ++c) {
+    __m256i y[8];  // y[i]: rows 2i, 2i + 1; after the shuffles qword s = (row 2i, row 2i + 1) of s
+    for (int i = 0; i < 8; ++i)
+      y[i] = _mm256_permutevar8x32_epi32(
+          _mm256_shuffle_epi8(LoadNatural(q, 256 * c + 32 * i, nat), tr), pairs);
+    int8_t* o = out + 256 * c;
+    for (int half = 0; half < 2; ++half) {  // rows 0-7, then 8-15: a 4 x 4 qword transpose
+      const __m256i* v = y + 4 * half;
+      const __m256i l01 = _mm256_unpacklo_epi64(v[0], v[1]),
+                    h01 = _mm256_unpackhi_epi64(v[0], v[1]);
+      const __m256i l23 = _mm256_unpacklo_epi64(v[2], v[3]),
+                    h23 = _mm256_unpackhi_epi64(v[2], v[3]);
+      const __m256i s[4] = {
+          _mm256_permute2x128_si256(l01, l23, 0x20), _mm256_permute2x128_si256(h01, h23, 0x20),
+          _mm256_permute2x128_si256(l01, l23, 0x31), _mm256_permute2x128_si256(h01, h23, 0x31)};
+      for (int k = 0; k < 4; ++k)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 64 * k + 32 * half), s[k]);
+    }
+  }
+}
+
 void PrepareAvx2(const float* x, ActivationBatch* a, uint32_t t) {
   const uint32_t n = a->group(), in = a->in(), nv = n / 8;
   const bool two = a->two_level();
@@ -124,7 +176,8 @@ void PrepareAvx2(const float* x, ActivationBatch* a, uint32_t t) {
   for (int level = 0; level < (two ? 2 : 1); ++level) {
     int8_t* q = a->mutable_natural(t, level);
     for (uint32_t k = a->in_pad(); k % 64; ++k) q[k] = 0;
-    BuildPermutedLayoutsScalar(a, t, level);
+    if (a->layouts() & kLayoutPerm2) BuildPerm2Avx2(q, a->in_pad(), a->mutable_perm2(t, level));
+    if (a->layouts() & kLayoutPerm4) BuildPerm4Avx2(q, a->in_pad(), a->mutable_perm4(t, level));
   }
 }
 
