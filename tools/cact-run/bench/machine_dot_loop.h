@@ -13,8 +13,12 @@ uint64_t DotLoop(uint64_t iters, Vec zero, Vec w, Vec x, Step step, Add add, Kee
   Vec acc[8];
   for (auto& a : acc) a = zero;
   for (uint64_t i = 0; i < iters; ++i) {
-    for (int k = 0; k < 8; ++k) acc[k] = step(acc[k], w, x);
-    __asm__ volatile("" : "+v"(w));  // a new w each round: the steps cannot be hoisted
+    // A new w for every step: otherwise the parts of a step that do not read the
+    // accumulator (AVX2's maddubs + madd) are computed once per round and shared.
+    for (int k = 0; k < 8; ++k) {
+      acc[k] = step(acc[k], w, x);
+      __asm__ volatile("" : "+v"(w));
+    }
   }
   Vec sum = acc[0];
   for (int k = 1; k < 8; ++k) sum = add(sum, acc[k]);
