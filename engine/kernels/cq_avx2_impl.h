@@ -285,6 +285,9 @@ inline int32_t OffsetCorrection8(const ActivationBatch& a, uint32_t t, uint32_t 
   return int32_t(c);
 }
 
+// The even bytes of v as int16 (the odd ones: _mm256_srai_epi16(v, 8)).
+inline __m256i SignExtendEven(__m256i v) { return _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8); }
+
 // ------------------------------------------------------------------ reductions (8 rows)
 
 inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
@@ -481,19 +484,41 @@ inline __m256i Bcast4x8(const int8_t* p) {
   return _mm256_set1_epi32(x4);
 }
 
+// An 8-row code panel of m: `chunks` chunks of C::kChunkBytes per row (the last `tail`),
+// `vecs` vectors once expanded and transposed.
+template <typename C>
+struct PanelShape {
+  explicit PanelShape(const CqKernelMatrix& m)
+      : rb(m.row_bytes()),
+        chunks(uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes)),
+        tail(uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes)),
+        units_per_group(m.group() / C::kUnitCodes),
+        vecs(size_t(chunks) * C::kSub * 8) {}
+  uint64_t rb;
+  uint32_t chunks, tail, units_per_group;
+  size_t vecs;
+};
+
+// The code indices of one row's chunk c (rows past the matrix repeat its last row).
+template <typename C>
+inline void RowChunkIndices(const CqKernelMatrix& m, const PanelShape<C>& p, uint32_t row,
+                            uint32_t c, __m256i* idx) {
+  const uint8_t* src = m.row_codes(std::min(row, m.out() - 1)) + uint64_t(c) * C::kChunkBytes;
+  _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * p.rb), _MM_HINT_T0);
+  C::Indices(C::Load(src, c + 1 == p.chunks ? p.tail : C::kChunkBytes), idx);
+}
+
 template <bool kVnni, int kBits, bool kRes, bool kLo>
 void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
               uint32_t row_end, float* y, size_t y_stride) {
   using C = Codes256<kBits>;
   constexpr bool kComb = kRes || kLo;
-  const uint32_t G = m.groups(), n = m.group(), T = a.tokens();
-  const uint64_t rb = m.row_bytes();
-  const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
-  const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
-  const uint32_t units_per_group = n / C::kUnitCodes;
+  const uint32_t G = m.groups(), T = a.tokens();
+  const PanelShape<C> shape(m);
+  const uint32_t chunks = shape.chunks, units_per_group = shape.units_per_group;
+  const size_t panel_vecs = shape.vecs;
   const __m256i lut = Lut<kVnni>(m.codebook().value);
   const __m256i lut_lo = Lut<kVnni>(m.codebook().lo);
-  const size_t panel_vecs = size_t(chunks) * C::kSub * 8;
   __m256i* panel = tl_panel8.Get<__m256i>(panel_vecs);
   __m256i* panel_lo = kLo ? tl_panel8_lo.Get<__m256i>(panel_vecs) : nullptr;
   int32_t* dots = tl_tdots8.Get<int32_t>(size_t(G) * 8);
@@ -502,14 +527,10 @@ void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_be
 
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
     for (uint32_t c = 0; c < chunks; ++c) {
-      const uint32_t bytes = c + 1 == chunks ? tail : C::kChunkBytes;
       __m256i w[C::kSub][8], wl[kLo ? C::kSub : 1][8];
       for (uint32_t i = 0; i < 8; ++i) {
-        const uint8_t* row = m.row_codes(std::min(r0 + i, m.out() - 1));
         __m256i idx[C::kSub];
-        const uint8_t* src = row + uint64_t(c) * C::kChunkBytes;
-        _mm_prefetch(reinterpret_cast<const char*>(src + kPrefetchRows * rb), _MM_HINT_T0);
-        C::Indices(C::Load(src, bytes), idx);
+        RowChunkIndices(m, shape, r0 + i, c, idx);
         for (uint32_t s = 0; s < C::kSub; ++s) {
           w[s][i] = _mm256_shuffle_epi8(lut, idx[s]);
           if (kLo) wl[s][i] = _mm256_shuffle_epi8(lut_lo, idx[s]);
@@ -547,10 +568,93 @@ void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_be
   }
 }
 
+// Two-level activations without VNNI: one int16 activation per code, 128 * x1 + x2
+// (|.| <= 16512), and the codes widened to int16 once per panel, so each product is one
+// madd (16 multiply-adds) instead of a maddubs + madd pair per level: half the multiplies.
+// Exact: sum w * (128 x1 + x2) = 128 sum w x1 + sum w x2 in int32 (a group of 512 codes
+// sums at most 512 * 127 * 16512 < 2^31), which is what MatMat8T computes.
+thread_local AlignedScratch tl_panel8_even, tl_panel8_odd, tl_act8_even, tl_act8_odd;
+
+template <int kBits>
+void MatMat8TwoLevel(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+                     uint32_t row_end, float* y, size_t y_stride) {
+  using C = Codes256<kBits>;
+  const uint32_t G = m.groups(), T = a.tokens();
+  const PanelShape<C> shape(m);
+  const uint32_t chunks = shape.chunks, units_per_group = shape.units_per_group;
+  const size_t panel_vecs = shape.vecs;
+  const __m256i lut = Lut<false>(m.codebook().value);
+  // Panel vector pv holds 4 codes (k0..k3) of each of 8 rows, a dword per row; `even` holds
+  // them as int16 pairs (k0, k2), `odd` as (k1, k3), and the activations match: act_even[t][pv]
+  // = the int16 pair (x[k0], x[k2]) of the combined activation, act_odd (x[k1], x[k3]).
+  __m256i* even = tl_panel8_even.Get<__m256i>(panel_vecs);
+  __m256i* odd = tl_panel8_odd.Get<__m256i>(panel_vecs);
+  int32_t* act_even = tl_act8_even.Get<int32_t>(panel_vecs * T);
+  int32_t* act_odd = tl_act8_odd.Get<int32_t>(panel_vecs * T);
+  int32_t* dots = tl_tdots8.Get<int32_t>(size_t(G) * 8);
+  float* gs = tl_gs8.Get<float>(size_t(G) * T);
+  for (uint32_t t = 0; t < T; ++t) {
+    GroupScales(a, t, m, gs + size_t(t) * G);
+    for (uint32_t c = 0; c < chunks; ++c)
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        const int8_t* x1 = C::Act(a, t, c, s, 0);
+        const int8_t* x2 = C::Act(a, t, c, s, 1);
+        const size_t pv0 = size_t(t) * panel_vecs + (size_t(c) * C::kSub + s) * 8;
+        for (uint32_t j = 0; j < 8; ++j) {
+          int16_t v[4];
+          for (int k = 0; k < 4; ++k) v[k] = int16_t(128 * x1[4 * j + k] + x2[4 * j + k]);
+          act_even[pv0 + j] = int32_t(uint16_t(v[0]) | uint32_t(uint16_t(v[2])) << 16);
+          act_odd[pv0 + j] = int32_t(uint16_t(v[1]) | uint32_t(uint16_t(v[3])) << 16);
+        }
+      }
+  }
+
+  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
+    for (uint32_t c = 0; c < chunks; ++c) {
+      __m256i w[C::kSub][8];
+      for (uint32_t i = 0; i < 8; ++i) {
+        __m256i idx[C::kSub];
+        RowChunkIndices(m, shape, r0 + i, c, idx);
+        for (uint32_t s = 0; s < C::kSub; ++s) w[s][i] = _mm256_shuffle_epi8(lut, idx[s]);
+      }
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        __m256i p[8];
+        Transpose8(w[s], p);
+        for (uint32_t j = 0; j < 8; ++j) {
+          const size_t pv = (size_t(c) * C::kSub + s) * 8 + j;
+          even[pv] = SignExtendEven(p[j]);
+          odd[pv] = _mm256_srai_epi16(p[j], 8);
+        }
+      }
+    }
+    for (uint32_t t = 0; t < T; ++t) {
+      const int32_t* xe = act_even + size_t(t) * panel_vecs;
+      const int32_t* xo = act_odd + size_t(t) * panel_vecs;
+      for (uint32_t g = 0; g < G; ++g) {
+        __m256i acc[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
+          const uint32_t c = u / 8, j = u % 8;
+          for (uint32_t s = 0; s < C::kSub; ++s) {
+            const size_t pv = (size_t(c) * C::kSub + s) * 8 + j;
+            acc[0] =
+                _mm256_add_epi32(acc[0], _mm256_madd_epi16(even[pv], _mm256_set1_epi32(xe[pv])));
+            acc[1] =
+                _mm256_add_epi32(acc[1], _mm256_madd_epi16(odd[pv], _mm256_set1_epi32(xo[pv])));
+          }
+        }
+        _mm256_store_si256(reinterpret_cast<__m256i*>(dots + 8 * g),
+                           _mm256_add_epi32(acc[0], acc[1]));
+      }
+      Finish8(m, r0, std::min(8u, row_end - r0), dots, gs + size_t(t) * G, y + t * y_stride);
+    }
+  }
+}
+
 template <bool kVnni, int kBits>
 void MatMat8Bits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, uint32_t re,
                  float* y, size_t ys) {
   const bool res = a.two_level(), lo = m.codebook().has_lo;
+  if (!kVnni && res && !lo) return MatMat8TwoLevel<kBits>(m, a, rb, re, y, ys);
   if (res && lo) return MatMat8T<kVnni, kBits, true, true>(m, a, rb, re, y, ys);
   if (res) return MatMat8T<kVnni, kBits, true, false>(m, a, rb, re, y, ys);
   if (lo) return MatMat8T<kVnni, kBits, false, true>(m, a, rb, re, y, ys);
