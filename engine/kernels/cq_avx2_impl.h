@@ -285,9 +285,6 @@ inline int32_t OffsetCorrection8(const ActivationBatch& a, uint32_t t, uint32_t 
   return int32_t(c);
 }
 
-// The even bytes of v as int16 (the odd ones: _mm256_srai_epi16(v, 8)).
-inline __m256i SignExtendEven(__m256i v) { return _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8); }
-
 // ------------------------------------------------------------------ reductions (8 rows)
 
 inline void Reduce8(const __m256i* acc, __m256i* lo, __m256i* hi) {
@@ -575,6 +572,9 @@ void MatMat8T(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_be
 // sums at most 512 * 127 * 16512 < 2^31), which is what MatMat8T computes.
 thread_local AlignedScratch tl_panel8_even, tl_panel8_odd, tl_act8_even, tl_act8_odd;
 
+// The even bytes of v as int16 (the odd ones: _mm256_srai_epi16(v, 8)).
+inline __m256i SignExtendEven(__m256i v) { return _mm256_srai_epi16(_mm256_slli_epi16(v, 8), 8); }
+
 template <int kBits>
 void MatMat8TwoLevel(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                      uint32_t row_end, float* y, size_t y_stride) {
@@ -597,15 +597,20 @@ void MatMat8TwoLevel(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t
     GroupScales(a, t, m, gs + size_t(t) * G);
     for (uint32_t c = 0; c < chunks; ++c)
       for (uint32_t s = 0; s < C::kSub; ++s) {
-        const int8_t* x1 = C::Act(a, t, c, s, 0);
-        const int8_t* x2 = C::Act(a, t, c, s, 1);
+        // 32 activations = the 8 dwords j of this (c, s); SignExtendEven's int16 m is byte
+        // 2m, so dword j of the even half is (x[4j], x[4j + 2]), of the odd half (x[4j + 1],
+        // x[4j + 3]).
+        const __m256i x1 =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s, 0)));
+        const __m256i x2 =
+            _mm256_load_si256(reinterpret_cast<const __m256i*>(C::Act(a, t, c, s, 1)));
         const size_t pv0 = size_t(t) * panel_vecs + (size_t(c) * C::kSub + s) * 8;
-        for (uint32_t j = 0; j < 8; ++j) {
-          int16_t v[4];
-          for (int k = 0; k < 4; ++k) v[k] = int16_t(128 * x1[4 * j + k] + x2[4 * j + k]);
-          act_even[pv0 + j] = int32_t(uint16_t(v[0]) | uint32_t(uint16_t(v[2])) << 16);
-          act_odd[pv0 + j] = int32_t(uint16_t(v[1]) | uint32_t(uint16_t(v[3])) << 16);
-        }
+        _mm256_storeu_si256(
+            reinterpret_cast<__m256i*>(act_even + pv0),
+            _mm256_add_epi16(_mm256_slli_epi16(SignExtendEven(x1), 7), SignExtendEven(x2)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(act_odd + pv0),
+                            _mm256_add_epi16(_mm256_slli_epi16(_mm256_srai_epi16(x1, 8), 7),
+                                             _mm256_srai_epi16(x2, 8)));
       }
   }
 

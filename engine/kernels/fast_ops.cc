@@ -170,7 +170,7 @@ void ExpInPlace(float* x, size_t n) { Ops().exp(x, n); }
 void SigmoidInPlace(float* x, size_t n) { Ops().sigmoid(x, n); }
 void SiluInPlace(float* x, size_t n) { Ops().silu(x, n); }
 void FwhtOrthonormal(float* x, uint32_t n) {
-  (n >= 16 ? Ops() : internal::ScalarFastOps()).fwht(x, n);  // SIMD: 16-float steps
+  (n >= 16 ? Ops() : internal::ScalarFastOps()).fwht(x, n);  // the SIMD versions take n >= 16
 }
 void AttendInt8Block(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
                      const float* key_scale, const int8_t* values, const float* value_scale,

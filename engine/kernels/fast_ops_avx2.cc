@@ -220,7 +220,8 @@ void ValueColumns(const AttentionRuns& runs, const int8_t* values, uint32_t hd, 
     for (int v = 0; v < V; ++v) Store(out[i] + c0 + 8 * v, V == 1 ? cnt : 8, a[i][v]);
 }
 
-// Columns per pass: as many vectors as keep Q * V near 8 chains.
+// Vectors per pass (of rows in the scores, of dimensions in the values): Q x that many
+// independent fma chains, about 8.
 template <int Q>
 constexpr int kVectorsPerPass = Q <= 2   ? 4
                                 : Q <= 4 ? 2
