@@ -3,7 +3,9 @@
 // repeated on every thread), matrix products by 16-row blocks, attention by KV head.
 // A layer is the reference's steps (reference_forward.cc, Layer) in the same order:
 // pre-mix, engram injection, attention, Hadamard MLP, post-mix; the two schedules
-// (DecodeLayer, PrefillLayer) call them with the barriers between.
+// (DecodeLayer, PrefillLayer) call them with the barriers between. That order is written
+// into the schedules: Model::Build turns away a block whose stage list differs. Every
+// constant comes from the model's block (Model::block()).
 #include "engine/fast_forward.h"
 
 #include <algorithm>
@@ -17,9 +19,10 @@
 #include "engine/kernels/fast_ops.h"
 #include "engine/kernels/team.h"
 #include "engine/kv_cache.h"
+#include "engine/needle_steps.h"
 #include "engine/ops.h"
 #include "engine/row_decode.h"
-#include "quant/fp16.h"
+#include "quant/cq/fp16.h"
 
 namespace cact {
 namespace {
@@ -46,23 +49,23 @@ struct FastEngramSite {
   FastMatrix key, value;
 };
 
-// Sinkhorn in the exponential domain (double): P = exp(A - max A), then 20 times
+// Sinkhorn in the exponential domain (double): P = exp(A - max A), then `iters` times
 // normalise rows then columns: the same iteration as the log-space version (subtracting a
 // logsumexp is dividing by a sum). Falls back to the log-space one if the spread of A is
 // so large that exp would underflow in double.
-void SinkhornFast(float* a, uint32_t m) {
+void SinkhornFast(float* a, uint32_t m, int iters) {
   float mx = a[0], mn = a[0];
   for (uint32_t i = 1; i < m * m; ++i) {
     mx = std::max(mx, a[i]);
     mn = std::min(mn, a[i]);
   }
   if (!(mx - mn < 600.f) || m > 8) {
-    ops::SinkhornLog(a, m);
+    ops::SinkhornLog(a, m, iters);
     return;
   }
   double p[64];
   for (uint32_t i = 0; i < m * m; ++i) p[i] = std::exp(double(a[i]) - double(mx));
-  for (int it = 0; it < ops::kSinkhornIters; ++it) {
+  for (int it = 0; it < iters; ++it) {
     for (uint32_t i = 0; i < m; ++i) {
       double s = 0;
       for (uint32_t j = 0; j < m; ++j) s += p[i * m + j];
@@ -84,6 +87,7 @@ class FastForward final : public Forward {
   FastForward(const Model& model, const ForwardOptions& options, const FastForwardOptions& fast)
       : m_(model),
         g_(model.geometry()),
+        b_(model.block()),
         opt_(options),
         threads_(std::max(1, options.threads)),
         team_(uint32_t(threads_)),
@@ -271,7 +275,7 @@ class FastForward final : public Forward {
     if (logits) {
       float* y = b.h.data();
       LaneMean(b.X.data(), y);
-      ops::Zcn(y, m_.final_norm().data(), d, y);
+      ops::Zcn(y, m_.final_norm().data(), d, b_.norm_eps, y);
       in.logits.Prepare(y, 1, d, d);
       Products(in.logits, embedding_, 0, g_.vocab, 1, logits, me, nt);
     }
@@ -430,7 +434,7 @@ class FastForward final : public Forward {
       } else if (logits && t >= first) {
         float* y = tv.h;  // this token's h is free after its post-mix
         LaneMean(tv.X, y);
-        ops::Zcn(y, m_.final_norm().data(), d, y);
+        ops::Zcn(y, m_.final_norm().data(), d, b_.norm_eps, y);
         in.logits.PrepareToken(t - first);
       }
     }
@@ -448,7 +452,9 @@ class FastForward final : public Forward {
 
   // ---- pre-mix: nx = rms_unit(X), the mHC projections of nx, u = sum_j h_pre[j] X[j] --
 
-  void PreMixNx(TokenView& tv) { ops::RmsUnit(tv.X, size_t(g_.mhc_lanes) * g_.d_model, tv.nx); }
+  void PreMixNx(TokenView& tv) {
+    ops::RmsUnit(tv.X, size_t(g_.mhc_lanes) * g_.d_model, b_.norm_eps, tv.nx);
+  }
 
   // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n, into
   // mhc_out [token][layer][pre | post | res]: the stacked product split over the team by
@@ -485,7 +491,8 @@ class FastForward final : public Forward {
     }
   }
 
-  // u = sum_j h_pre[j] X[j] (pre_off +4 on the selected lane, -4 elsewhere); bx = u.
+  // u = sum_j h_pre[j] X[j] (pre_off: the block's offset of the selected lane or of the
+  // others); bx = u.
   void PreMixU(uint32_t l, TokenView& tv) {
     const uint32_t d = g_.d_model, m = g_.mhc_lanes, selected = l % m;
     const MhcWeights& mhc = m_.mhc();
@@ -493,7 +500,7 @@ class FastForward final : public Forward {
     std::vector<float> hp_big(m > 16 ? m : 0);
     float* hp = m > 16 ? hp_big.data() : hp_small;
     for (uint32_t j = 0; j < m; ++j) {
-      const float off = j == selected ? 4.0f : -4.0f;
+      const float off = j == selected ? b_.pre_offset_selected : b_.pre_offset_other;
       hp[j] = mhc.a_pre[l] * tv.pre[j] + mhc.b_pre[l * m + j] + off;
     }
     kn::SigmoidInPlace(hp, m);
@@ -513,8 +520,8 @@ class FastForward final : public Forward {
   void EngramInject(TokenView& tv, const float* ek, const float* ev) {
     const uint32_t d = g_.d_model;
     // rms_unit(u) into h and rms_unit(k) into z (both free until written later in the layer).
-    ops::RmsUnit(tv.u, d, tv.h);
-    ops::RmsUnit(ek, d, tv.z);
+    ops::RmsUnit(tv.u, d, b_.norm_eps, tv.h);
+    ops::RmsUnit(ek, d, b_.norm_eps, tv.z);
     float alpha = ops::Dot(tv.h, tv.z, d) / std::sqrt(float(d));
     kn::SigmoidInPlace(&alpha, 1);
     for (uint32_t c = 0; c < d; ++c) tv.bx[c] = tv.u[c] + alpha * ev[c];
@@ -533,38 +540,25 @@ class FastForward final : public Forward {
     for (uint32_t j = 1; j < m; ++j) std::memcpy(X + j * d, X, d * sizeof(float));
   }
 
-  // The T table rows of site s for position pos (zero where the n-gram reaches before 0).
+  // The T table rows of site s for position pos, read from the file's encoded rows.
   void GatherEngramRows(size_t s, uint32_t pos, float* rows) {
-    const uint32_t T = g_.num_engram_tables, S = g_.engram_slots, sub = g_.engram_sub_dim,
-                   hpo = g_.heads_per_order();
     const MatrixView& tables = m_.engram_sites()[s].tables;
-    for (uint32_t table = 0; table < T; ++table) {
-      const uint32_t order = g_.engram_orders[table / hpo];
-      float* row = rows + size_t(table) * sub;
-      if (pos + 1 < order) {
-        std::fill(row, row + sub, 0.f);
-        continue;
-      }
-      const uint32_t slot = ops::EngramSlot(table, order, tokens_, pos, S);
-      ReadAndDecodeRow(m_.file().bytes(), tables, table * S + slot, row);
-    }
+    auto file_row = [&](uint32_t row, float* out) {
+      ReadAndDecodeRow(m_.file().bytes(), tables, row, out);
+    };
+    steps::GatherEngramRows(g_, tokens_, pos, file_row, rows);
   }
 
-  // Causal depthwise convolution v'[pos] = sum_j taps[j] * v[pos - dil * j]: positions of
-  // the current chunk (p0 ..) come from eng_vraw (chunk row = position - p0), earlier ones
-  // from the history ring.
+  // Site s's causal depthwise convolution at pos: positions of the current chunk (p0 ..)
+  // come from eng_vraw (chunk row = position - p0), earlier ones from the history ring.
   void EngramConv(size_t s, uint32_t p0, uint32_t pos, float* out) const {
-    const uint32_t d = g_.d_model, dil = g_.engram_conv_dilation;
-    const std::vector<float>& taps = m_.engram_sites()[s].taps;
+    const uint32_t d = g_.d_model;
+    const std::vector<float>& vraw = act_.eng_vraw[s];
     const std::vector<float>& hist = eng_hist_[s];
-    std::fill(out, out + d, 0.f);
-    for (uint32_t j = 0; j < g_.engram_conv_taps; ++j) {
-      if (uint64_t(j) * dil > pos) break;
-      const uint32_t src = pos - j * dil;
-      const float* vj =
-          src >= p0 ? &act_.eng_vraw[s][size_t(src - p0) * d] : &hist[size_t(src % hist_len_) * d];
-      for (uint32_t c = 0; c < d; ++c) out[c] += taps[size_t(j) * d + c] * vj[c];
-    }
+    auto value_at = [&](uint32_t src) {
+      return src >= p0 ? &vraw[size_t(src - p0) * d] : &hist[size_t(src % hist_len_) * d];
+    };
+    steps::EngramConv(g_, m_.engram_sites()[s].taps.data(), pos, value_at, out);
   }
 
   // RoPE cos/sin of positions p0 .. p0+n-1.
@@ -594,14 +588,14 @@ class FastForward final : public Forward {
   // and per-head pieces.
 
   void AttentionIn(uint32_t l, TokenView& tv) {
-    ops::Zcn(tv.bx, m_.layer(l).norm_in.data(), g_.d_model, tv.h);
+    ops::Zcn(tv.bx, m_.layer(l).norm_in.data(), g_.d_model, b_.norm_eps, tv.h);
   }
 
   // Normalise + rotate the key of KV head kvh and store key and value in the cache.
   void StoreKv(uint32_t l, uint32_t kvh, uint32_t pos, uint32_t t, TokenView& tv) {
     const uint32_t hd = g_.head_dim;
     float* kk = tv.k + kvh * hd;
-    ops::Zcn(kk, m_.layer(l).k_norm.data(), hd, kk);
+    ops::Zcn(kk, m_.layer(l).k_norm.data(), hd, b_.norm_eps, kk);
     Rope(kk, t);
     kv_.Store(l, kvh, pos, kk, tv.v + kvh * hd);
   }
@@ -612,7 +606,7 @@ class FastForward final : public Forward {
     float* scratch = &act_.attn_scratch[size_t(me) * act_.AttnScratch(kv_.rows())];
     float* qq = tv.q + kvh * per_kv * hd;
     for (uint32_t i = 0; i < per_kv; ++i) {
-      ops::Zcn(qq + i * hd, m_.layer(l).q_norm.data(), hd, qq + i * hd);
+      ops::Zcn(qq + i * hd, m_.layer(l).q_norm.data(), hd, b_.norm_eps, qq + i * hd);
       Rope(qq + i * hd, t);
     }
     float* o = tv.o + kvh * per_kv * hd;
@@ -630,7 +624,7 @@ class FastForward final : public Forward {
     for (uint32_t t = t0; t < t0 + nb; ++t) {
       float* qq = &act_.chunk.q[t * A + head0];
       for (uint32_t i = 0; i < per_kv; ++i) {
-        ops::Zcn(qq + i * hd, m_.layer(l).q_norm.data(), hd, qq + i * hd);
+        ops::Zcn(qq + i * hd, m_.layer(l).q_norm.data(), hd, b_.norm_eps, qq + i * hd);
         Rope(qq + i * hd, t);
       }
     }
@@ -652,7 +646,7 @@ class FastForward final : public Forward {
     float* x = tv.bx;
     // out_proj's output is shared (other threads read it too): normalise into h.
     float* out = tv.h;
-    ops::Zcn(tv.out, lw.post_norm.data(), d, out);
+    ops::Zcn(tv.out, lw.post_norm.data(), d, b_.norm_eps, out);
     float ag = lw.attn_gate;
     kn::SigmoidInPlace(&ag, 1);
     for (uint32_t c = 0; c < d; ++c) x[c] += ag * out[c];
@@ -665,7 +659,7 @@ class FastForward final : public Forward {
     float* x = tv.bx;
     float* z = tv.z;
     std::fill(z, z + nh, 0.f);
-    ops::Zcn(x, lw.pre_hada.data(), d, z);
+    ops::Zcn(x, lw.pre_hada.data(), d, b_.norm_eps, z);
     for (uint32_t i = 0; i < nh; ++i) z[i] *= lw.d1[i];
     kn::FwhtOrthonormal(z, nh);
     for (uint32_t i = 0; i < nh; ++i) z[i] *= lw.d2[i];
@@ -686,13 +680,13 @@ class FastForward final : public Forward {
     float* hpost = m > 8 ? big.data() : hpost_small;
     float* P = m > 8 ? big.data() + m : P_small;
     for (uint32_t i = 0; i < m; ++i) {
-      const float off = i == selected ? 0.0f : -4.0f;
+      const float off = i == selected ? b_.post_offset_selected : b_.post_offset_other;
       hpost[i] = mhc.a_post[l] * tv.post[i] + mhc.b_post[l * m + i] + off;
     }
     kn::SigmoidInPlace(hpost, m);
-    for (uint32_t i = 0; i < m; ++i) hpost[i] *= 2.0f;
+    for (uint32_t i = 0; i < m; ++i) hpost[i] *= b_.post_gain;
     for (uint32_t k = 0; k < m * m; ++k) P[k] = mhc.a_res[l] * tv.res[k] + mhc.b_res[l * m * m + k];
-    SinkhornFast(P, m);
+    SinkhornFast(P, m, b_.sinkhorn_iters);
     float* Xn = tv.nx;  // nx is free until the next layer
     kn::MixLanes(P, tv.X, hpost, tv.bx, tv.u, m, d, Xn);
     std::memcpy(tv.X, Xn, md * sizeof(float));
@@ -700,15 +694,12 @@ class FastForward final : public Forward {
   }
 
   void LaneMean(const float* X, float* mean) const {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes;
-    std::fill(mean, mean + d, 0.f);
-    for (uint32_t j = 0; j < m; ++j)
-      for (uint32_t c = 0; c < d; ++c) mean[c] += X[j * d + c];
-    for (uint32_t c = 0; c < d; ++c) mean[c] /= float(m);
+    steps::LaneMean(X, g_.mhc_lanes, g_.d_model, mean);
   }
 
   const Model& m_;
   const Geometry& g_;
+  const BlockSpec& b_;  // the model's block: its constants
   ForwardOptions opt_;
   int threads_ = 1;
   kn::Team team_;

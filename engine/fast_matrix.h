@@ -13,6 +13,7 @@
 #include "engine/kernels/cq_kernels.h"
 #include "engine/model.h"
 #include "engine/ops.h"
+#include "formats/cact/cq_types.h"
 
 namespace cact::fast {
 
@@ -28,6 +29,13 @@ inline kn::RowRange SplitRange(uint32_t begin, uint32_t end, uint32_t parts, uin
   return {std::clamp(b0 * 16, begin, end), std::clamp(b1 * 16, begin, end)};
 }
 
+// Whether a CQ type's int8 codebook carries the residual: an exact ternary one never does;
+// 2-bit codebooks have their own switch (their residual costs the most time).
+inline bool UseCodebookResidual(const CqType* type, const FastForwardOptions& fast) {
+  if (!type || type->ternary) return false;
+  return type->code_bits == 2 ? fast.codebook_residual_2bit : fast.codebook_residual;
+}
+
 // A weight matrix for the fast path: CQ records use the int8 kernels straight from the
 // mapped blob; other dtypes (legal, unused by the exporter) fall back to a dense copy.
 class FastMatrix {
@@ -35,8 +43,7 @@ class FastMatrix {
   FastMatrix() = default;
   FastMatrix(const MatrixView& v, const FastForwardOptions& fast) : rows_(v.rows), cols_(v.cols) {
     if (v.is_cq()) {
-      const bool residual = (fast.codebook_residual && (v.cq.bits == 3 || v.cq.bits == 4)) ||
-                            (fast.codebook_residual_2bit && v.cq.bits == 2);
+      const bool residual = UseCodebookResidual(FindCqType(v.cq.bits), fast);
       auto cb = kn::MakeInt8Codebook(v.codebook, v.cq.code_bits(), residual);
       if (cb.ok()) {
         auto m = kn::CqKernelMatrix::Create(v.blob.first(v.cq.blob_bytes()), v.rows, v.cols,
@@ -73,11 +80,8 @@ class FastMatrix {
   uint32_t cols() const { return cols_; }
   // The activation group this matrix consumes (0: dense, reads the raw input).
   uint32_t group() const { return cq_ ? cq_->group() : 0; }
-  // The permuted activation layout its kernel reads (kernels::kLayoutPerm2/4, 0).
-  uint32_t layout() const {
-    if (!cq_) return 0;
-    return cq_->code_bits() == 2 ? kn::kLayoutPerm2 : cq_->code_bits() == 4 ? kn::kLayoutPerm4 : 0;
-  }
+  // The permuted activation layout its kernel reads (its code width's row; 0 when dense).
+  uint32_t layout() const { return cq_ ? cq_->width().layout : 0; }
 
   // y[t * y_stride + r] = row r . x_t for tokens t < n and rows [rb, re). CQ matrices read
   // the prepared batch `act` (its group), dense ones the raw x.

@@ -1,7 +1,10 @@
 #include "engine/forward_paths.h"
 
+#include <algorithm>
+
 #include "engine/fast_forward.h"
 #include "engine/fast_path_limits.h"
+#include "lib/cpu_features.h"
 
 namespace cact {
 
@@ -22,6 +25,10 @@ absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std
   }
   return absl::InvalidArgumentError("unknown forward path '" + std::string(path) +
                                     "' (expected fast, fast-int8, ref or auto)");
+}
+
+int AutoThreads(std::string_view path) {
+  return IsReferencePath(path) ? 1 : std::min(AvailableCpus(), kMaxAutoThreads);
 }
 
 }  // namespace cact

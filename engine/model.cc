@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/status.h"
-#include "quant/fp16.h"
+#include "quant/cq/fp16.h"
 
 namespace cact {
 namespace {
@@ -16,6 +16,11 @@ std::string ShapeString(const std::vector<uint32_t>& s) {
 }
 
 bool IsPowerOfTwo(uint32_t x) { return x && !(x & (x - 1)); }
+
+std::string StageList(const BlockSpec& b) {
+  return absl::StrJoin(b.stages, ", ",
+                       [](std::string* out, BlockStage s) { out->append(BlockStageName(s)); });
+}
 
 }  // namespace
 
@@ -66,7 +71,13 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Open(const std::string& path) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::FromFile(CactFile file) {
+  const BlockSpec& block = file.geometry().block();  // static: outlives the move
+  return FromFile(std::move(file), block);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::FromFile(CactFile file, const BlockSpec& block) {
   std::unique_ptr<Model> m(new Model(std::move(file)));
+  m->geometry_.block_spec = &block;
   CACT_RETURN_IF_ERROR(m->Build());
   return m;
 }
@@ -163,6 +174,21 @@ absl::Status Model::Build() {
     for (uint32_t i = 0; i < g.num_engram_orders; ++i)
       if (g.engram_orders[i] == 0) return bad("engram order 0");
   }
+
+  // The block description the forwards run: the reference walks its stage list, but the
+  // fast path's two schedules are written in the Needle 2 order, so only that order runs;
+  // both rotate with half-split RoPE.
+  const BlockSpec& b = block();
+  auto bad_block = [&](const std::string& what) {
+    return FileError(path(), absl::StrCat("block ", b.name, ": ", what));
+  };
+  if (b.stages != kNeedle2Block.stages)
+    return bad_block(absl::StrCat("stage order [", StageList(b), "] is not the engine's [",
+                                  StageList(kNeedle2Block), "]"));
+  if (b.rope_pairing != RopePairing::kHalfSplit)
+    return bad_block("the engine implements only half-split RoPE pairing");
+  if (b.hash_shift >= 32) return bad_block("engram hash_shift must be below 32");
+  if (b.sinkhorn_iters < 0) return bad_block("negative sinkhorn_iters");
 
   CACT_ASSIGN_OR_RETURN(embedding_, Matrix("embedding", g.vocab, d));
 

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "formats/cact/cact_file.h"
-#include "quant/cq.h"
+#include "quant/cq/cq.h"
 
 namespace cact {
 
@@ -77,12 +77,16 @@ class Model {
   // Takes ownership of an already opened file and checks every record the forward
   // pass relies on (dtype, shape, geometry consistency).
   static absl::StatusOr<std::unique_ptr<Model>> FromFile(CactFile file);
+  // The same with another block description (formats/needle/block.h) than the file's: how
+  // the tests check that every executor follows a change to it.
+  static absl::StatusOr<std::unique_ptr<Model>> FromFile(CactFile file, const BlockSpec& block);
 
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
   const CactFile& file() const { return file_; }
-  const Geometry& geometry() const { return file_.geometry(); }
+  const Geometry& geometry() const { return geometry_; }
+  const BlockSpec& block() const { return geometry_.block(); }
   const std::string& path() const { return file_.path(); }
 
   // Geometry shorthands.
@@ -107,7 +111,7 @@ class Model {
   const ProbeHeadWeights* FindProbeHead(ProbeHead kind) const;
 
  private:
-  explicit Model(CactFile file) : file_(std::move(file)) {}
+  explicit Model(CactFile file) : file_(std::move(file)), geometry_(file_.geometry()) {}
   absl::Status Build();
   absl::StatusOr<const TensorEntry*> Entry(const std::string& name,
                                            const std::vector<uint32_t>& shape) const;
@@ -116,6 +120,7 @@ class Model {
                                             const std::vector<uint32_t>& shape) const;
 
   CactFile file_;
+  Geometry geometry_;  // the file's, with its block description
   MatrixView embedding_;
   std::vector<LayerWeights> layers_;
   MhcWeights mhc_;

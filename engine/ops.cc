@@ -17,13 +17,13 @@ float Dot(const float* a, const float* b, size_t n) {
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-void RmsUnit(const float* x, size_t n, float* y) {
-  const float inv = 1.0f / std::sqrt(Dot(x, x, n) / float(n) + kNormEps);
+void RmsUnit(const float* x, size_t n, float eps, float* y) {
+  const float inv = 1.0f / std::sqrt(Dot(x, x, n) / float(n) + eps);
   for (size_t i = 0; i < n; ++i) y[i] = x[i] * inv;
 }
 
-void Zcn(const float* x, const float* g, size_t n, float* y) {
-  const float rms = std::sqrt(Dot(x, x, n) / float(n) + kNormEps);
+void Zcn(const float* x, const float* g, size_t n, float eps, float* y) {
+  const float rms = std::sqrt(Dot(x, x, n) / float(n) + eps);
   for (size_t i = 0; i < n; ++i) y[i] = (1.0f + g[i]) * x[i] / rms;
 }
 
@@ -77,14 +77,14 @@ void SinkhornLog(float* a, uint32_t m, int iters) {
   for (uint32_t i = 0; i < m * m; ++i) a[i] = std::exp(a[i]);
 }
 
-uint32_t EngramSlot(uint32_t table, uint32_t order, std::span<const int32_t> history, size_t t,
-                    uint32_t slots) {
-  uint32_t acc = 0x9E3779B9u * (table + 1u);
+uint32_t EngramSlot(const BlockSpec& block, uint32_t table, uint32_t order,
+                    std::span<const int32_t> history, size_t t, uint32_t slots) {
+  uint32_t acc = EngramHashStart(block, table);
   for (uint32_t j = 0; j < order; ++j) {
     const uint32_t tok = j <= t ? uint32_t(history[t - j]) : 0u;
-    acc = (acc ^ tok) * 0x01000193u;
+    acc = (acc ^ tok) * block.hash_prime;
   }
-  acc ^= acc >> 15;
+  acc ^= acc >> block.hash_shift;
   return acc % slots;
 }
 

@@ -7,10 +7,11 @@
 #include <span>
 #include <vector>
 
-namespace cact::ops {
+#include "formats/needle/block.h"
 
-inline constexpr float kNormEps = 1e-6f;  // inside the square root of every RMS norm
-inline constexpr int kSinkhornIters = 20;
+// The block's constants (norm eps, Sinkhorn iterations, engram hash) come in as parameters,
+// from BlockSpec (formats/needle/block.h): nothing here restates them.
+namespace cact::ops {
 
 float Sigmoid(float x);
 float Silu(float x);
@@ -18,10 +19,10 @@ float Silu(float x);
 // Dot product with eight interleaved partial sums (deterministic, vectorisable).
 float Dot(const float* a, const float* b, size_t n);
 
-// rms_unit: y = x / sqrt(mean(x^2) + 1e-6). y may alias x.
-void RmsUnit(const float* x, size_t n, float* y);
-// ZCN: y = (1 + g) * x / sqrt(mean(x^2) + 1e-6) (g is stored as an offset). y may alias x.
-void Zcn(const float* x, const float* g, size_t n, float* y);
+// rms_unit: y = x / sqrt(mean(x^2) + eps). y may alias x.
+void RmsUnit(const float* x, size_t n, float eps, float* y);
+// ZCN: y = (1 + g) * x / sqrt(mean(x^2) + eps) (g is stored as an offset). y may alias x.
+void Zcn(const float* x, const float* g, size_t n, float eps, float* y);
 
 // y[r] = dot(w[r, :], x) for a row-major [rows, cols] matrix; OpenMP over rows when the
 // matrix is large and threads > 1.
@@ -37,13 +38,13 @@ void RopeHalfSplit(float* x, uint32_t head_dim, uint32_t pos, std::span<const fl
 // Log-space Sinkhorn on an m x m matrix (row-major, in place): `iters` times subtract each
 // row's logsumexp then each column's logsumexp; finally exponentiate. Result is (nearly)
 // doubly stochastic.
-void SinkhornLog(float* a, uint32_t m, int iters = kSinkhornIters);
+void SinkhornLog(float* a, uint32_t m, int iters);
 
 // Engram hash of table `table` (= order_index * heads_per_order + head) for an n-gram of
 // `order` tokens ending at position t of `history` (positions before 0 count as token 0):
-// acc = 0x9E3779B9 * (table + 1); acc = (acc ^ tok[t-j]) * 0x01000193 for j < order;
-// acc ^= acc >> 15; slot = acc % slots. All arithmetic is uint32 with wrap-around.
-uint32_t EngramSlot(uint32_t table, uint32_t order, std::span<const int32_t> history, size_t t,
-                    uint32_t slots);
+// acc = EngramHashStart(block, table); acc = (acc ^ tok[t-j]) * hash_prime for j < order;
+// acc ^= acc >> hash_shift; slot = acc % slots. All arithmetic is uint32 with wrap-around.
+uint32_t EngramSlot(const BlockSpec& block, uint32_t table, uint32_t order,
+                    std::span<const int32_t> history, size_t t, uint32_t slots);
 
 }  // namespace cact::ops

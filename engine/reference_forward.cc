@@ -5,8 +5,9 @@
 #include <cstring>
 
 #include "engine/forward.h"
+#include "engine/needle_steps.h"
 #include "engine/ops.h"
-#include "quant/fwht.h"
+#include "quant/cq/fwht.h"
 
 namespace cact {
 namespace {
@@ -25,7 +26,7 @@ struct DenseEngramSite {
 class ReferenceForward final : public Forward {
  public:
   ReferenceForward(const Model& model, const ForwardOptions& options)
-      : m_(model), g_(model.geometry()), opt_(options) {
+      : m_(model), g_(model.geometry()), b_(model.block()), opt_(options) {
     embedding_ = model.embedding().Dequantize();
     for (const LayerWeights& lw : model.layers()) {
       DenseLayer dl;
@@ -102,8 +103,9 @@ class ReferenceForward final : public Forward {
     for (uint32_t l = 0; l < g_.num_layers; ++l) {
       Layer(l, pos, engram_k, engram_v, X);
       if (opt_.keep_hidden) {
-        std::vector<float> mean = LaneMean(X);
-        hidden_.by_position().insert(hidden_.by_position().end(), mean.begin(), mean.end());
+        std::vector<float>& h = hidden_.by_position();
+        h.resize(h.size() + d);
+        steps::LaneMean(X.data(), m, d, &h[h.size() - d]);
       }
     }
     if (logits) Logits(X, logits);
@@ -114,18 +116,33 @@ class ReferenceForward final : public Forward {
     std::vector<float> pre, post, res;  // [m], [m], [m * m]
   };
 
-  // ---- one layer: mHC pre-mix, engram, attention, Hadamard MLP, mHC post-mix ---------
+  // ---- one layer: the block's stages in the order BlockSpec lists them ---------------
+  // u is the pre-mix's mix of the lanes, x the block's running value (bx).
   void Layer(uint32_t l, uint32_t pos, const std::vector<std::vector<float>>& engram_k,
              const std::vector<std::vector<float>>& engram_v, std::vector<float>& X) {
     MhcProjections proj;
-    const std::vector<float> u = PreMix(l, X, &proj);
-    // Engram injection: bx = u + sigmoid(rms_unit(u) . rms_unit(k) / sqrt(d)) * v.
-    std::vector<float> x = u;
+    std::vector<float> u, x;
     const int site = m_.layer(l).engram_site;
-    if (site >= 0) EngramInject(u, engram_k[site], engram_v[site], x);
-    AttentionBlock(l, pos, x);
-    HadamardMlp(l, x);
-    PostMix(l, proj, u, x, X);
+    for (BlockStage stage : b_.stages) {
+      switch (stage) {
+        case BlockStage::kPreMix:
+          u = PreMix(l, X, &proj);
+          x = u;
+          break;
+        case BlockStage::kEngram:
+          if (site >= 0) EngramInject(u, engram_k[site], engram_v[site], x);
+          break;
+        case BlockStage::kAttention:
+          AttentionBlock(l, pos, x);
+          break;
+        case BlockStage::kHadamardMlp:
+          HadamardMlp(l, x);
+          break;
+        case BlockStage::kPostMix:
+          PostMix(l, proj, u, x, X);
+          break;
+      }
+    }
   }
 
   // ---- mHC pre-mix: nx, the three projections, u = sum_j h_pre[j] * X[j] ------------
@@ -134,7 +151,7 @@ class ReferenceForward final : public Forward {
     const uint32_t selected = l % m;
     const MhcWeights& mhc = m_.mhc();
     std::vector<float> nx(size_t(m) * d);
-    ops::RmsUnit(X.data(), nx.size(), nx.data());
+    ops::RmsUnit(X.data(), nx.size(), b_.norm_eps, nx.data());
     std::vector<float>& pre = proj->pre;
     pre.resize(m);
     proj->post.resize(m);
@@ -144,10 +161,10 @@ class ReferenceForward final : public Forward {
     ops::MatVec(&phi_res_[size_t(l) * m * m * m * d], size_t(m) * m, size_t(m) * d, nx.data(),
                 proj->res.data(), opt_.threads);
 
-    // pre_off = +4 on the selected lane, -4 elsewhere.
+    // pre_off: the block's offset of the selected lane, or of the others.
     std::vector<float> u(d, 0.0f);
     for (uint32_t j = 0; j < m; ++j) {
-      const float off = j == selected ? 4.0f : -4.0f;
+      const float off = j == selected ? b_.pre_offset_selected : b_.pre_offset_other;
       const float h = ops::Sigmoid(mhc.a_pre[l] * pre[j] + mhc.b_pre[l * m + j] + off);
       for (uint32_t c = 0; c < d; ++c) u[c] += h * X[j * d + c];
     }
@@ -164,17 +181,18 @@ class ReferenceForward final : public Forward {
     std::vector<float> delta(d);
     for (uint32_t c = 0; c < d; ++c) delta[c] = x[c] - u[c];
 
-    // h_post = 2 * sigmoid(...), post_off = 0 on the selected lane, -4 elsewhere.
+    // h_post = post_gain * sigmoid(... + post_off), post_off the selected lane's or the others'.
     std::vector<float> h_post(m);
     for (uint32_t i = 0; i < m; ++i) {
-      const float off = i == selected ? 0.0f : -4.0f;
-      h_post[i] = 2.0f * ops::Sigmoid(mhc.a_post[l] * proj.post[i] + mhc.b_post[l * m + i] + off);
+      const float off = i == selected ? b_.post_offset_selected : b_.post_offset_other;
+      h_post[i] =
+          b_.post_gain * ops::Sigmoid(mhc.a_post[l] * proj.post[i] + mhc.b_post[l * m + i] + off);
     }
     // P = Sinkhorn(a_res * res + b_res).
     std::vector<float> P(size_t(m) * m);
     for (uint32_t k = 0; k < m * m; ++k)
       P[k] = mhc.a_res[l] * proj.res[k] + mhc.b_res[l * m * m + k];
-    ops::SinkhornLog(P.data(), m);
+    ops::SinkhornLog(P.data(), m, b_.sinkhorn_iters);
 
     // X_new[i] = sum_j P[i][j] X[j] + h_post[i] * delta.
     std::vector<float> Xn(size_t(m) * d, 0.0f);
@@ -197,7 +215,7 @@ class ReferenceForward final : public Forward {
     const DenseLayer& w = layers_[l];
 
     std::vector<float> h(d);
-    ops::Zcn(x.data(), lw.norm_in.data(), d, h.data());
+    ops::Zcn(x.data(), lw.norm_in.data(), d, b_.norm_eps, h.data());
     std::vector<float> q(A), k(K), v(K), gate(A);
     ops::MatVec(w.wq.data(), A, d, h.data(), q.data(), opt_.threads);
     ops::MatVec(w.wk.data(), K, d, h.data(), k.data(), opt_.threads);
@@ -206,11 +224,11 @@ class ReferenceForward final : public Forward {
 
     // Per-head ZCN then half-split RoPE on queries and keys.
     for (uint32_t hh = 0; hh < H; ++hh) {
-      ops::Zcn(&q[hh * hd], lw.q_norm.data(), hd, &q[hh * hd]);
+      ops::Zcn(&q[hh * hd], lw.q_norm.data(), hd, b_.norm_eps, &q[hh * hd]);
       ops::RopeHalfSplit(&q[hh * hd], hd, pos, inv_freq_);
     }
     for (uint32_t kh = 0; kh < KVH; ++kh) {
-      ops::Zcn(&k[kh * hd], lw.k_norm.data(), hd, &k[kh * hd]);
+      ops::Zcn(&k[kh * hd], lw.k_norm.data(), hd, b_.norm_eps, &k[kh * hd]);
       ops::RopeHalfSplit(&k[kh * hd], hd, pos, inv_freq_);
     }
     std::vector<float>& kc = k_cache_[l];
@@ -251,7 +269,7 @@ class ReferenceForward final : public Forward {
     for (uint32_t i = 0; i < A; ++i) o[i] *= ops::Sigmoid(gate[i]);
     std::vector<float> out(d);
     ops::MatVec(w.wout.data(), d, A, o.data(), out.data(), opt_.threads);
-    ops::Zcn(out.data(), lw.post_norm.data(), d, out.data());
+    ops::Zcn(out.data(), lw.post_norm.data(), d, b_.norm_eps, out.data());
     const float g = ops::Sigmoid(lw.attn_gate);
     for (uint32_t c = 0; c < d; ++c) x[c] += g * out[c];
   }
@@ -261,7 +279,7 @@ class ReferenceForward final : public Forward {
     const uint32_t d = g_.d_model, n = g_.hada_n;
     const LayerWeights& lw = m_.layer(l);
     std::vector<float> z(n, 0.0f);
-    ops::Zcn(x.data(), lw.pre_hada.data(), d, z.data());
+    ops::Zcn(x.data(), lw.pre_hada.data(), d, b_.norm_eps, z.data());
     for (uint32_t i = 0; i < n; ++i) z[i] *= lw.d1[i];
     FwhtOrthonormal(z.data(), n);
     for (uint32_t i = 0; i < n; ++i) z[i] = ops::Silu(lw.d2[i] * z[i]);
@@ -271,19 +289,14 @@ class ReferenceForward final : public Forward {
 
   // ---- engram memory of site s at position t: key k and convolved value v' ----------
   void EngramMemory(size_t s, uint32_t t, std::vector<float>* k_out, std::vector<float>* v_out) {
-    const uint32_t d = g_.d_model, T = g_.num_engram_tables, S = g_.engram_slots,
-                   sub = g_.engram_sub_dim, hpo = g_.heads_per_order();
+    const uint32_t d = g_.d_model, T = g_.num_engram_tables, sub = g_.engram_sub_dim;
     const DenseEngramSite& w = engram_[s];
-    // Gather one table row per (order, head); rows whose n-gram reaches before the start
-    // (fewer than order-1 earlier tokens) are zero.
-    std::vector<float> rows(size_t(T) * sub, 0.0f);
-    for (uint32_t table = 0; table < T; ++table) {
-      const uint32_t order = g_.engram_orders[table / hpo];
-      if (t + 1 < order) continue;
-      const uint32_t slot = ops::EngramSlot(table, order, tokens_, t, S);
-      std::memcpy(&rows[size_t(table) * sub], &w.tables[(size_t(table) * S + slot) * sub],
-                  sub * sizeof(float));
-    }
+    // One table row per (order, head), from the dense tables.
+    std::vector<float> rows(size_t(T) * sub);
+    auto dense_row = [&](uint32_t row, float* out) {
+      std::memcpy(out, &w.tables[size_t(row) * sub], sub * sizeof(float));
+    };
+    steps::GatherEngramRows(g_, tokens_, t, dense_row, rows.data());
     k_out->resize(d);
     std::vector<float> v(d);
     ops::MatVec(w.key_proj.data(), d, size_t(T) * sub, rows.data(), k_out->data(), opt_.threads);
@@ -291,45 +304,33 @@ class ReferenceForward final : public Forward {
     std::vector<float>& hist = engram_v_[s];
     hist.insert(hist.end(), v.begin(), v.end());
 
-    // Causal depthwise convolution over `taps` taps spaced by the dilation.
-    const std::vector<float>& taps = m_.engram_sites()[s].taps;
-    const uint32_t dil = g_.engram_conv_dilation;
-    v_out->assign(d, 0.0f);
-    for (uint32_t j = 0; j < g_.engram_conv_taps; ++j) {
-      if (uint64_t(j) * dil > t) break;
-      const float* vj = &hist[size_t(t - j * dil) * d];
-      for (uint32_t c = 0; c < d; ++c) (*v_out)[c] += taps[size_t(j) * d + c] * vj[c];
-    }
+    // Causal depthwise convolution over the whole history of raw values.
+    v_out->resize(d);
+    auto value_at = [&](uint32_t p) { return &hist[size_t(p) * d]; };
+    steps::EngramConv(g_, m_.engram_sites()[s].taps.data(), t, value_at, v_out->data());
   }
 
   void EngramInject(const std::vector<float>& u, const std::vector<float>& k,
                     const std::vector<float>& v, std::vector<float>& x) {
     const uint32_t d = g_.d_model;
     std::vector<float> nu(d), nk(d);
-    ops::RmsUnit(u.data(), d, nu.data());
-    ops::RmsUnit(k.data(), d, nk.data());
+    ops::RmsUnit(u.data(), d, b_.norm_eps, nu.data());
+    ops::RmsUnit(k.data(), d, b_.norm_eps, nk.data());
     const float alpha = ops::Sigmoid(ops::Dot(nu.data(), nk.data(), d) / std::sqrt(float(d)));
     for (uint32_t c = 0; c < d; ++c) x[c] = u[c] + alpha * v[c];
   }
 
-  std::vector<float> LaneMean(const std::vector<float>& X) const {
-    const uint32_t d = g_.d_model, m = g_.mhc_lanes;
-    std::vector<float> mean(d, 0.0f);
-    for (uint32_t j = 0; j < m; ++j)
-      for (uint32_t c = 0; c < d; ++c) mean[c] += X[j * d + c];
-    for (float& v : mean) v /= float(m);
-    return mean;
-  }
-
   // ---- y = ZCN(lane mean, final_norm); logits = y embedding^T (tied) ----------------
   void Logits(const std::vector<float>& X, float* logits) {
-    std::vector<float> y = LaneMean(X);
-    ops::Zcn(y.data(), m_.final_norm().data(), y.size(), y.data());
+    std::vector<float> y(g_.d_model);
+    steps::LaneMean(X.data(), g_.mhc_lanes, g_.d_model, y.data());
+    ops::Zcn(y.data(), m_.final_norm().data(), y.size(), b_.norm_eps, y.data());
     ops::MatVec(embedding_.data(), g_.vocab, g_.d_model, y.data(), logits, opt_.threads);
   }
 
   const Model& m_;
   const Geometry& g_;
+  const BlockSpec& b_;  // the model's block: its stage order and constants
   ForwardOptions opt_;
   std::vector<float> embedding_;
   std::vector<DenseLayer> layers_;

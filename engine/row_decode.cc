@@ -5,7 +5,8 @@
 #include <vector>
 
 #include "engine/kernels/fast_ops.h"
-#include "quant/fp16.h"
+#include "formats/cact/cq_types.h"
+#include "quant/cq/fp16.h"
 
 namespace cact::fast {
 namespace {
@@ -20,11 +21,14 @@ void DecodeCqRow(const MatrixView& v, uint32_t row, const uint8_t* codes, const 
                  float* out) {
   const CqShape& s = v.cq;
   const uint32_t bits = s.code_bits(), n = s.group, G = s.groups();
-  // Ternary crumbs 3, 0, 1 index the 3-entry codebook as 0, 1, 2 (crumb 2 is invalid: 0).
-  static constexpr int kTrit[4] = {1, 2, 1, 0};
+  // Each stored code's codebook value (ternary crumb 2 is no trit: it reads past the
+  // codebook, so 0).
+  const CqType& type = *FindCqType(s.bits);
   float cb[16] = {};
-  for (uint32_t k = 0; k < (1u << bits); ++k)
-    cb[k] = s.bits == kTernaryBits ? v.codebook[kTrit[k]] * (k == 2 ? 0.f : 1.f) : v.codebook[k];
+  for (uint32_t k = 0; k < (1u << bits); ++k) {
+    const uint32_t index = type.CodebookIndex(k);
+    cb[k] = index < v.codebook.size() ? v.codebook[index] : 0.f;
+  }
   float buf[1024];
   for (uint32_t g = 0; g < G; ++g) {
     const float norm = LoadHalf(norms + 2 * g);

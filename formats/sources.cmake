@@ -3,10 +3,13 @@
 set(CACT_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cact/accounting.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/cact_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/cq_types.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/geometry_json.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/header.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cact/layout.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/writer.cc
+  ${CMAKE_CURRENT_LIST_DIR}/needle/geometry.cc
+  ${CMAKE_CURRENT_LIST_DIR}/needle/named_geometries.cc
+  ${CMAKE_CURRENT_LIST_DIR}/needle/tensor_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/pickle.cc
   ${CMAKE_CURRENT_LIST_DIR}/protobuf_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cc

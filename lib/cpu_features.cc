@@ -9,6 +9,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace cact {
 
@@ -47,6 +51,7 @@ static CpuFeatures Detect() {
     f.avx512bw = zmm_os && (b & (1u << 30));
     f.avx512vl = zmm_os && (b & (1u << 31));
     f.avx512_vnni = zmm_os && (c & (1u << 11));
+    f.avx512_vbmi = zmm_os && (c & (1u << 1));
     f.sha_ni = ssse3 && sse41 && (b & (1u << 29));
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx_vnni = ymm_os && (a & (1u << 4));
@@ -67,6 +72,25 @@ static CpuFeatures Detect() {
 const CpuFeatures& GetCpuFeatures() {
   static const CpuFeatures f = Detect();
   return f;
+}
+
+bool AmxInt8Usable() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool ok = [] {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;                // AMX-TILE, AMX-INT8
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
+    const uint64_t tile_state = (uint64_t(1) << 17) | (uint64_t(1) << 18);   // XTILECFG, DATA
+    if ((Xgetbv0() & tile_state) != tile_state) return false;
+    // Linux enables the tile data per process on request (ARCH_REQ_XCOMP_PERM for
+    // XFEATURE_XTILEDATA); without it the first tile instruction kills the process.
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
 }
 
 }  // namespace cact

@@ -9,11 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "formats/cact/cact_file.h"
-#include "formats/cact/layout.h"
+#include "formats/needle/tensor_table.h"
 #include "formats/cact/writer.h"
 #include "formats/safetensors.h"
 #include "formats/tokenizer_blob.h"
-#include "quant/cq.h"
+#include "quant/cq/cq.h"
 #include "quant/rebuild_report.h"
 #include "quant/scheme.h"
 #include "quant/selective.h"

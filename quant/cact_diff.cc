@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "formats/cact/geometry_json.h"
-#include "quant/cq.h"
+#include "quant/cq/cq.h"
 #include "quant/scheme.h"
 #include "quant/tensor_values.h"
 

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "formats/cact/layout.h"
+#include "formats/cact/header.h"
+#include "formats/needle/tensor_table.h"
 
 namespace cact {
 namespace {

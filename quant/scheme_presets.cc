@@ -6,7 +6,7 @@
 #include "formats/tokenizer_blob.h"
 #include "lib/status.h"
 #include "quant/build.h"
-#include "quant/codebook.h"
+#include "quant/cq/codebook.h"
 #include "quant/synthetic.h"
 
 namespace cact {

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "formats/cact/accounting.h"
-#include "formats/cact/layout.h"
+#include "formats/needle/tensor_table.h"
 #include "nlohmann/json.hpp"
 #include "quant/scheme.h"
 

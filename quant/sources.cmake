@@ -1,17 +1,20 @@
-# The sources of cact_quant, listed once: quant/CMakeLists.txt and the libFuzzer projects
-# (tests/fuzz, tests/fuzz/torch) include this file. A file not listed is not built.
-set(CACT_QUANT_SOURCES
+# The sources of cact_quant, listed once by room: quant/CMakeLists.txt and the libFuzzer
+# projects (tests/fuzz, tests/fuzz/torch) include this file. A file not listed is not built.
+# quant/cq: the CQ maths (FP16, numpy's RandomState, Lloyd-Max codebooks, FWHT, CQ).
+set(CACT_CQ_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/cq/codebook.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq/cq.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq/cq_batch.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq/fp16.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq/fwht.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq/numpy_random.cc
+)
+# quant/: building (float weights to .cact, geometry from weights), requantizing, comparing
+# and exporting .cact files.
+set(CACT_QUANT_PIPELINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/build.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact_diff.cc
-  ${CMAKE_CURRENT_LIST_DIR}/codebook.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cq.cc
-  ${CMAKE_CURRENT_LIST_DIR}/cq_batch.cc
   ${CMAKE_CURRENT_LIST_DIR}/dequant_export.cc
-  ${CMAKE_CURRENT_LIST_DIR}/flax_checkpoint.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fp16.cc
-  ${CMAKE_CURRENT_LIST_DIR}/fwht.cc
-  ${CMAKE_CURRENT_LIST_DIR}/lora.cc
-  ${CMAKE_CURRENT_LIST_DIR}/numpy_random.cc
   ${CMAKE_CURRENT_LIST_DIR}/rebuild_report.cc
   ${CMAKE_CURRENT_LIST_DIR}/requant.cc
   ${CMAKE_CURRENT_LIST_DIR}/scheme.cc
@@ -22,6 +25,12 @@ set(CACT_QUANT_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tensor_values.cc
   ${CMAKE_CURRENT_LIST_DIR}/weights_geometry.cc
 )
+# quant/import: the official training checkpoints and adapters, the LoRA merge.
+set(CACT_QUANT_IMPORT_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/import/flax_checkpoint.cc
+  ${CMAKE_CURRENT_LIST_DIR}/import/lora.cc
+)
+set(CACT_QUANT_SOURCES ${CACT_CQ_SOURCES} ${CACT_QUANT_PIPELINE_SOURCES} ${CACT_QUANT_IMPORT_SOURCES})
 # quant/synthetic.cc links these committed tokenizer models in with .incbin.
 set(CACT_QUANT_INCBIN_DATA
   ${CMAKE_CURRENT_LIST_DIR}/data/needle2_tokenizer.model

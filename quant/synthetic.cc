@@ -1,10 +1,11 @@
 #include "quant/synthetic.h"
 
-#include <cmath>
 #include <span>
 
+#include "formats/needle/named_geometries.h"
 #include "formats/sentencepiece_model.h"
 #include "nlohmann/json.hpp"
+#include "quant/cq/numpy_random.h"
 
 // The committed tokenizer models are linked into the library so tools need no data files.
 #define CACT_INCBIN(sym, file)                                                                     \
@@ -19,24 +20,6 @@ CACT_INCBIN(cact_small_tokenizer, CACT_QUANT_DATA_DIR "/small_tokenizer.model")
 namespace cact {
 namespace {
 
-Geometry SmallGeometry() {
-  Geometry g;
-  g.kv_window = 64;
-  g.vocab = 512;
-  g.d_model = 128;
-  g.num_heads = 4;
-  g.num_kv_heads = 2;
-  g.num_layers = 4;
-  g.head_dim = 32;
-  g.max_seq_len = 512;
-  g.hada_n = 128;
-  g.engram_slots = 256;
-  g.engram_sub_dim = 64;
-  g.num_engram_tables = 2;  // one head per order
-  g.engram_sites = {1, 3, 0, 0};
-  return g;
-}
-
 // Draws tensors with the value ranges measured on the official fixtures
 // (docs/synthetic-models.md lists them). xoshiro256** seeded per tensor (splitmix64 of
 // seed and position), so tensors are generated independently and in parallel.
@@ -48,21 +31,17 @@ class WeightDrawer {
   }
   double Uniform01() { return double(Next() >> 11) * 0x1.0p-53; }
   float Uniform(float lo, float hi) { return lo + (hi - lo) * float(Uniform01()); }
-  float Normal(float mean, float std) {  // Marsaglia polar method
+  // numpy's polar method over this generator; unlike numpy, the first value of a pair
+  // comes first (the committed synthetic models were drawn in this order).
+  float Normal(float mean, float std) {
     if (has_spare_) {
       has_spare_ = false;
       return mean + std * float(spare_);
     }
-    double u, v, r;
-    do {
-      u = 2 * Uniform01() - 1;
-      v = 2 * Uniform01() - 1;
-      r = u * u + v * v;
-    } while (r >= 1 || r == 0);
-    double f = std::sqrt(-2 * std::log(r) / r);
-    spare_ = v * f;
+    const auto [first, second] = PolarNormalPair([this] { return Uniform01(); });
+    spare_ = second;
     has_spare_ = true;
-    return mean + std * float(u * f);
+    return mean + std * float(first);
   }
   std::vector<float> Normals(size_t n, float mean, float std) {
     std::vector<float> v(n);
@@ -164,7 +143,7 @@ absl::StatusOr<SyntheticPreset> FindSyntheticPreset(const std::string& name) {
   p.scheme = "embedding=4,mhc=4,default=2";
   if (name == "needle2") {
     p.description = "released Needle 2 geometry: vocab 8192, d 512, 27 layers, 405 tensors";
-    p.geometry = Geometry::Needle2();
+    p.geometry = Needle2Geometry();
     p.heads = {{ProbeHead::kContrastive, 4, 128}, {ProbeHead::kConfidence, 8, 1}};
   } else if (name == "small") {
     p.description =

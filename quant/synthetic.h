@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "formats/cact/header.h"
-#include "formats/cact/layout.h"
+#include "formats/needle/tensor_table.h"
 #include "formats/safetensors.h"
 #include "formats/tokenizer_blob.h"
 

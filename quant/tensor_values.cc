@@ -1,7 +1,7 @@
 #include "quant/tensor_values.h"
 
 #include "lib/status.h"
-#include "quant/fp16.h"
+#include "quant/cq/fp16.h"
 
 namespace cact {
 

@@ -5,7 +5,7 @@
 
 #include "absl/status/statusor.h"
 #include "formats/cact/cact_file.h"
-#include "quant/cq.h"
+#include "quant/cq/cq.h"
 
 namespace cact {
 

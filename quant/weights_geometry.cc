@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "formats/needle/named_geometries.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
 
@@ -227,7 +228,7 @@ absl::StatusOr<Geometry> InferGeometryFromShapes(const Safetensors& w, const std
   g.max_seq_len = 2048;
   g.kv_window = 256;
   g.kv_bits = 8;
-  const Geometry released = Geometry::Needle2();
+  const Geometry released = Needle2Geometry();
   if (sites == released.num_engram_sites && g.num_layers == released.num_layers) {
     g.engram_sites = released.engram_sites;
     notes.push_back("engram sites 2,15");

@@ -4,7 +4,7 @@
 // BOS) and followed by the EOS id, so the model learns where a document ends and a window
 // that crosses a boundary sees it. One stream per split, documents in corpus order.
 //
-// Scoring format: `cact-run perplexity MODEL -f heldout.txt` (engine/perplexity.h) encodes
+// Scoring format: `cact-run perplexity MODEL -f heldout.txt` (engine/eval/perplexity.h) encodes
 // the whole held-out text file (SplitText) in one Encode call, without BOS or EOS, and
 // scores every token. Those ids differ slightly from the held-out training-format stream
 // (no EOS; a document after the first starts without the dummy-prefix space), so the
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "train/corpus.h"
 
 namespace cact::train {

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "engine/chat_template.h"
-#include "engine/python_json.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/python_json.h"
 #include "lib/file_bytes.h"
 #include "lib/status.h"
 #include "train/finetune_example.h"

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 
 namespace cact::train {
 

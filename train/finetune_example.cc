@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "engine/python_json.h"
+#include "engine/text/python_json.h"
 #include "lib/status.h"
 
 namespace cact::train {

@@ -1,52 +1,16 @@
 #include "train/geometry_spec.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "formats/needle/named_geometries.h"
 
 namespace cact::train {
 namespace {
-
-// The Needle block structure at a size that trains on two cores in under half an hour:
-// the 512-piece Debian tokenizer, 2 engram sites, 4 mHC lanes as released.
-Geometry Reference() {
-  Geometry g;
-  g.vocab = 512;
-  g.d_model = 256;
-  g.hada_n = 256;
-  g.num_heads = 4;
-  g.num_kv_heads = 2;
-  g.head_dim = 64;
-  g.num_layers = 4;
-  g.max_seq_len = 1024;
-  g.kv_window = 256;
-  g.engram_slots = 4096;
-  g.num_engram_tables = 2;  // one table per order (2 and 3)
-  g.engram_sub_dim = 128;   // tables x sub = d_model
-  g.num_engram_sites = 2;
-  g.engram_sites = {1, 3, 0, 0};
-  return g;
-}
-
-Geometry Tiny() {
-  Geometry g = Reference();
-  g.d_model = 128;
-  g.hada_n = 128;
-  g.num_heads = 2;
-  g.num_kv_heads = 1;
-  g.head_dim = 64;
-  g.num_layers = 2;
-  g.max_seq_len = 128;
-  g.kv_window = 64;
-  g.engram_slots = 256;
-  g.engram_sub_dim = 64;
-  g.engram_sites = {1, 0, 0, 0};
-  g.num_engram_sites = 1;
-  return g;
-}
 
 uint32_t NextPow2(uint32_t v) {
   uint32_t p = 1;
@@ -82,6 +46,7 @@ absl::Status Check(const Geometry& g) {
 
 }  // namespace
 
+// The named geometries (formats/needle/named_geometries.h) meant for training.
 std::vector<std::string> GeometryNames() { return {"reference", "tiny"}; }
 
 std::string DescribeGeometries() {
@@ -99,16 +64,11 @@ std::string DescribeGeometries() {
 
 absl::StatusOr<Geometry> ParseGeometrySpec(const std::string& spec) {
   std::vector<std::string> parts = absl::StrSplit(spec, ',');
-  Geometry g;
-  if (parts[0] == "reference") {
-    g = Reference();
-  } else if (parts[0] == "tiny") {
-    g = Tiny();
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("geometry: unknown name '", parts[0],
-                     "' (known: ", absl::StrJoin(GeometryNames(), ", "), ")"));
-  }
+  const std::vector<std::string> names = GeometryNames();
+  if (std::find(names.begin(), names.end(), parts[0]) == names.end())
+    return absl::InvalidArgumentError(absl::StrCat("geometry: unknown name '", parts[0],
+                                                   "' (known: ", absl::StrJoin(names, ", "), ")"));
+  Geometry g = *FindNamedGeometry(parts[0]);
   for (size_t i = 1; i < parts.size(); ++i) {
     std::pair<std::string, std::string> kv = absl::StrSplit(parts[i], absl::MaxSplits('=', 1));
     const std::string& key = kv.first;

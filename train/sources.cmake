@@ -1,6 +1,7 @@
 # The sources of the training libraries, listed once: train/CMakeLists.txt and the libFuzzer
 # project tests/fuzz include this file. A file not listed is not built.
-# cact_train_data: no libtorch (corpus, fine-tuning examples, PEFT adapters, loss curves).
+# cact_train_data: no libtorch (corpus, fine-tuning examples, PEFT adapters, loss curves);
+# the libtorch trainer is in libtorch/.
 set(CACT_TRAIN_DATA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/corpus.cc
   ${CMAKE_CURRENT_LIST_DIR}/corpus_manifest.cc
@@ -12,11 +13,4 @@ set(CACT_TRAIN_DATA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/peft_adapter.cc
   ${CMAKE_CURRENT_LIST_DIR}/trained_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/training_data.cc
-)
-# cact_train: the libtorch side (the Needle module in eager libtorch, trainer, LoRA).
-set(CACT_TRAIN_TORCH_SOURCES
-  ${CMAKE_CURRENT_LIST_DIR}/torch/fake_quant.cc
-  ${CMAKE_CURRENT_LIST_DIR}/torch/finetune.cc
-  ${CMAKE_CURRENT_LIST_DIR}/torch/needle_net.cc
-  ${CMAKE_CURRENT_LIST_DIR}/torch/trainer.cc
 )

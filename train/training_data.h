@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "formats/cact/header.h"
 #include "formats/tokenizer_blob.h"
 #include "train/corpus.h"

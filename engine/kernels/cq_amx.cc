@@ -87,17 +87,14 @@ struct HardwareTiles {
 };
 // clang-format on
 
-void MatMatAmx(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
-               uint32_t row_end, float* y, size_t y_stride) {
-  HardwareTiles tiles;
-  AmxMatMat(tiles, m, a, row_begin, row_end, y, y_stride);
-}
-
 }  // namespace
 
 const KernelTable& AmxTable() {
-  const KernelTable& vbmi = Avx512VbmiTable();
-  static const KernelTable table = {vbmi.prepare, vbmi.matvec, MatMatAmx, vbmi.group_dots};
+  static const KernelTable table = [] {
+    KernelTable t = Avx512VbmiTable();
+    for (size_t w = 0; w < kNumCodeWidths; ++w) t.width[w].matmat = kAmxMatMat<HardwareTiles>[w];
+    return t;
+  }();
   return table;
 }
 

@@ -34,8 +34,7 @@ struct EmulatedTiles {
 void MatMatAmxEmulated(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                        uint32_t row_end, float* y, size_t y_stride) {
   if (row_begin >= row_end || a.tokens() == 0) return;
-  EmulatedTiles tiles;
-  AmxMatMat(tiles, m, a, row_begin, row_end, y, y_stride);
+  kAmxMatMat<EmulatedTiles>[m.width_index()](m, a, row_begin, row_end, y, y_stride);
 }
 
 }  // namespace cact::kernels::internal

@@ -180,19 +180,22 @@ void AmxMatMatBits(Tiles& tiles, const CqKernelMatrix& m, const ActivationBatch&
   AmxMatMatT<Tiles, kBits, false, false>(tiles, m, a, rb, re, y, ys);
 }
 
-// MatMatRows with the tiles; 3-bit codes go to the VBMI kernel.
-template <class Tiles>
-void AmxMatMat(Tiles& tiles, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
+// MatMatRows of code width kBits with a fresh Tiles; 3-bit codes go to the VBMI kernel.
+template <class Tiles, int kBits>
+void AmxMatMat(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                uint32_t row_end, float* y, size_t y_stride) {
-  switch (m.code_bits()) {
-    case 2:
-      return AmxMatMatBits<Tiles, 2>(tiles, m, a, row_begin, row_end, y, y_stride);
-    case 4:
-      return AmxMatMatBits<Tiles, 4>(tiles, m, a, row_begin, row_end, y, y_stride);
-    default:
-      return Avx512VbmiTable().matmat(m, a, row_begin, row_end, y, y_stride);
+  if constexpr (kBits == 3) {
+    Avx512VbmiTable().For(m).matmat(m, a, row_begin, row_end, y, y_stride);
+  } else {
+    Tiles tiles;
+    AmxMatMatBits<Tiles, kBits>(tiles, m, a, row_begin, row_end, y, y_stride);
   }
 }
+
+// The AMX prefill product per code width, indexed like kCodeWidths.
+template <class Tiles>
+constexpr decltype(WidthKernels::matmat) kAmxMatMat[kNumCodeWidths] = {
+    AmxMatMat<Tiles, 2>, AmxMatMat<Tiles, 3>, AmxMatMat<Tiles, 4>};
 
 }  // namespace
 }  // namespace cact::kernels::internal

@@ -4,7 +4,8 @@
 namespace cact::kernels::internal {
 
 const KernelTable& Avx2Table() {
-  static const KernelTable table = {PrepareAvx2, MatVec8<false>, MatMat8<false>, GroupDots8<false>};
+  static const KernelTable table = {PrepareAvx2,
+                                    {Width8<false, 2>(), Width8<false, 3>(), Width8<false, 4>()}};
   return table;
 }
 

@@ -392,17 +392,9 @@ BlockDotsFn8 PickBits8(bool res, bool lo) {
   if (res) return lo ? BlockDots8<kVnni, kBits, true, true> : BlockDots8<kVnni, kBits, true, false>;
   return lo ? BlockDots8<kVnni, kBits, false, true> : BlockDots8<kVnni, kBits, false, false>;
 }
-template <bool kVnni>
+template <bool kVnni, int kBits>
 BlockDotsFn8 PickBlockDots8(const CqKernelMatrix& m, const ActivationBatch& a) {
-  const bool res = a.two_level(), lo = m.codebook().has_lo;
-  switch (m.code_bits()) {
-    case 2:
-      return PickBits8<kVnni, 2>(res, lo);
-    case 3:
-      return PickBits8<kVnni, 3>(res, lo);
-    default:
-      return PickBits8<kVnni, 4>(res, lo);
-  }
+  return PickBits8<kVnni, kBits>(a.two_level(), m.codebook().has_lo);
 }
 
 thread_local AlignedScratch tl_norms8;
@@ -426,26 +418,26 @@ inline void Finish8(const CqKernelMatrix& m, uint32_t r0, uint32_t rows, const i
 
 thread_local AlignedScratch tl_dots8, tl_gs8;
 
-template <bool kVnni>
+template <bool kVnni, int kBits>
 void MatVec8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
              uint32_t row_end, float* y) {
   const uint32_t G = m.groups();
   int32_t* dots = tl_dots8.Get<int32_t>(size_t(G) * 8);
   float* gs = tl_gs8.Get<float>(G);
   GroupScales(a, t, m, gs);
-  auto dots_fn = PickBlockDots8<kVnni>(m, a);
+  auto dots_fn = PickBlockDots8<kVnni, kBits>(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
     dots_fn(m, a, t, r0, dots);
     Finish8(m, r0, std::min(8u, row_end - r0), dots, gs, y);
   }
 }
 
-template <bool kVnni>
+template <bool kVnni, int kBits>
 void GroupDots8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
                 uint32_t row_end, int32_t* dots) {
   const uint32_t G = m.groups();
   std::vector<int32_t> block(size_t(G) * 8);
-  auto dots_fn = PickBlockDots8<kVnni>(m, a);
+  auto dots_fn = PickBlockDots8<kVnni, kBits>(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 8) {
     dots_fn(m, a, t, r0, block.data());
     for (uint32_t i = 0; i < 8 && r0 + i < row_end; ++i)
@@ -666,17 +658,10 @@ void MatMat8Bits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb,
   MatMat8T<kVnni, kBits, false, false>(m, a, rb, re, y, ys);
 }
 
-template <bool kVnni>
-void MatMat8(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
-             uint32_t row_end, float* y, size_t y_stride) {
-  switch (m.code_bits()) {
-    case 2:
-      return MatMat8Bits<kVnni, 2>(m, a, row_begin, row_end, y, y_stride);
-    case 3:
-      return MatMat8Bits<kVnni, 3>(m, a, row_begin, row_end, y, y_stride);
-    default:
-      return MatMat8Bits<kVnni, 4>(m, a, row_begin, row_end, y, y_stride);
-  }
+// This ISA's products for code width kBits (its KernelTable::width entry).
+template <bool kVnni, int kBits>
+constexpr WidthKernels Width8() {
+  return {MatVec8<kVnni, kBits>, MatMat8Bits<kVnni, kBits>, GroupDots8<kVnni, kBits>};
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 namespace cact::kernels::internal {
 
 const KernelTable& Avx512Table() {
-  static const KernelTable table = {Prepare, MatVec, MatMat, GroupDotsAvx512};
+  static const KernelTable table = {Prepare, {Width<2>(), Width<3>(), Width<4>()}};
   return table;
 }
 

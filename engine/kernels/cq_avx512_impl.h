@@ -312,38 +312,33 @@ BlockDotsFn PickBlockDotsBits(bool res, bool lo) {
   if (res) return lo ? BlockDots<kBits, true, true> : BlockDots<kBits, true, false>;
   return lo ? BlockDots<kBits, false, true> : BlockDots<kBits, false, false>;
 }
+template <int kBits>
 BlockDotsFn PickBlockDots(const CqKernelMatrix& m, const ActivationBatch& a) {
-  const bool res = a.two_level(), lo = m.codebook().has_lo;
-  switch (m.code_bits()) {
-    case 2:
-      return PickBlockDotsBits<2>(res, lo);
-    case 3:
-      return PickBlockDotsBits<3>(res, lo);
-    default:
-      return PickBlockDotsBits<4>(res, lo);
-  }
+  return PickBlockDotsBits<kBits>(a.two_level(), m.codebook().has_lo);
 }
 
 thread_local AlignedScratch tl_dots, tl_gs;
 
+template <int kBits>
 void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
             uint32_t row_end, float* y) {
   const uint32_t G = m.groups();
   int32_t* dots = tl_dots.Get<int32_t>(size_t(G) * 16);
   float* gs = tl_gs.Get<float>(G);
   GroupScales(a, t, m, gs);
-  BlockDotsFn dots_fn = PickBlockDots(m, a);
+  BlockDotsFn dots_fn = PickBlockDots<kBits>(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
     dots_fn(m, a, t, r0, dots);
     Finish(m, r0, std::min(16u, row_end - r0), dots, gs, y);
   }
 }
 
+template <int kBits>
 void GroupDotsAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                      uint32_t row_begin, uint32_t row_end, int32_t* dots) {
   const uint32_t G = m.groups();
   std::vector<int32_t> block(size_t(G) * 16);
-  BlockDotsFn dots_fn = PickBlockDots(m, a);
+  BlockDotsFn dots_fn = PickBlockDots<kBits>(m, a);
   for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
     dots_fn(m, a, t, r0, block.data());
     for (uint32_t i = 0; i < 16 && r0 + i < row_end; ++i)
@@ -469,16 +464,10 @@ void MatMatBits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, 
   MatMatT<kBits, false, false>(m, a, rb, re, y, ys);
 }
 
-void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin, uint32_t row_end,
-            float* y, size_t y_stride) {
-  switch (m.code_bits()) {
-    case 2:
-      return MatMatBits<2>(m, a, row_begin, row_end, y, y_stride);
-    case 3:
-      return MatMatBits<3>(m, a, row_begin, row_end, y, y_stride);
-    default:
-      return MatMatBits<4>(m, a, row_begin, row_end, y, y_stride);
-  }
+// This ISA's products for code width kBits (its KernelTable::width entry).
+template <int kBits>
+constexpr WidthKernels Width() {
+  return {MatVec<kBits>, MatMatBits<kBits>, GroupDotsAvx512<kBits>};
 }
 
 }  // namespace

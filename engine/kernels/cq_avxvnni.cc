@@ -5,7 +5,8 @@
 namespace cact::kernels::internal {
 
 const KernelTable& AvxVnniTable() {
-  static const KernelTable table = {PrepareAvx2, MatVec8<true>, MatMat8<true>, GroupDots8<true>};
+  static const KernelTable table = {PrepareAvx2,
+                                    {Width8<true, 2>(), Width8<true, 3>(), Width8<true, 4>()}};
   return table;
 }
 

@@ -1,19 +1,10 @@
-// Portable parts of the CQ kernels: ISA selection, codebook mapping, matrix and activation
-// containers, and the dispatching entry points.
+// Portable parts of the CQ kernels: codebook mapping, matrix and activation containers, and
+// the dispatching entry points (the ISA choice is isa.cc's).
 #include "engine/kernels/cq_kernels.h"
 
 #include <omp.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +14,6 @@
 #include "absl/strings/str_format.h"
 #include "engine/kernels/half.h"
 #include "engine/kernels/kernel_table.h"
-#include "lib/cpu_features.h"
 
 namespace cact::kernels {
 namespace {
@@ -46,93 +36,9 @@ const internal::KernelTable& Table(Isa isa) {
   return internal::ScalarTable();
 }
 
-std::atomic<int> g_active{-1};
-
-Isa InitialIsa() {
-  const char* env = std::getenv("CACT_KERNEL");
-  if (env && *env) {
-    auto isa = ParseIsa(env);
-    if (isa.ok() && IsaSupported(*isa)) return *isa;
-    std::fprintf(stderr, "cact: CACT_KERNEL=%s is %s; using %s\n", env,
-                 isa.ok() ? "not supported by this CPU" : "unknown", IsaName(BestIsa()));
-  }
-  return BestIsa();
-}
-
 size_t RoundUp(size_t v, size_t m) { return (v + m - 1) / m * m; }
 
 }  // namespace
-
-const char* IsaName(Isa isa) {
-  switch (isa) {
-    case Isa::kScalar:
-      return "scalar";
-    case Isa::kAvx2:
-      return "avx2";
-    case Isa::kAvxVnni:
-      return "avxvnni";
-    case Isa::kAvx512:
-      return "avx512";
-    case Isa::kAvx512Vbmi:
-      return "avx512vbmi";
-    case Isa::kAmx:
-      return "amx";
-  }
-  return "?";
-}
-
-absl::StatusOr<Isa> ParseIsa(std::string_view name) {
-  for (Isa isa :
-       {Isa::kScalar, Isa::kAvx2, Isa::kAvxVnni, Isa::kAvx512, Isa::kAvx512Vbmi, Isa::kAmx})
-    if (name == IsaName(isa)) return isa;
-  return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown kernel '%s' (scalar, avx2, avxvnni, avx512, avx512vbmi or amx)", name));
-}
-
-bool IsaSupported(Isa isa) {
-  const CpuFeatures& f = GetCpuFeatures();
-  bool avx2 = f.avx2 && f.fma && f.f16c;
-  switch (isa) {
-    case Isa::kScalar:
-      return true;
-    case Isa::kAvx2:
-      return avx2;
-    case Isa::kAvxVnni:
-      return avx2 && f.avx_vnni;
-    case Isa::kAvx512:
-      return avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512_vnni;
-    case Isa::kAvx512Vbmi:
-      return IsaSupported(Isa::kAvx512) && internal::HasAvx512Vbmi();
-    case Isa::kAmx:
-      return IsaSupported(Isa::kAvx512Vbmi) && internal::HasAmxInt8();
-  }
-  return false;
-}
-
-// kAmx is left out: it is opt-in (CACT_KERNEL=amx or SetActiveIsa) until its prefill has
-// been measured on AMX hardware against avx512vbmi (it was written and tested against a
-// tile emulator on a machine without AMX).
-Isa BestIsa() {
-  for (Isa isa : {Isa::kAvx512Vbmi, Isa::kAvx512, Isa::kAvxVnni, Isa::kAvx2})
-    if (IsaSupported(isa)) return isa;
-  return Isa::kScalar;
-}
-
-Isa ActiveIsa() {
-  int v = g_active.load(std::memory_order_relaxed);
-  if (v < 0) {
-    v = int(InitialIsa());
-    int expected = -1;
-    if (!g_active.compare_exchange_strong(expected, v)) v = expected;
-  }
-  return Isa(v);
-}
-
-bool SetActiveIsa(Isa isa) {
-  if (!IsaSupported(isa)) return false;
-  g_active.store(int(isa));
-  return true;
-}
 
 // ------------------------------------------------------------------ codebook
 
@@ -151,12 +57,13 @@ absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_
     out.scale = cb[2];
     return out;
   }
-  if (code_bits < 2 || code_bits > 4)
+  const CodeWidth* width = FindCodeWidth(code_bits);
+  if (!width)
     return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ code width %u", code_bits));
-  if (cb.size() != (size_t(1) << code_bits))
+  if (cb.size() != width->levels())
     return absl::InvalidArgumentError(
         absl::StrFormat("codebook for %u-bit codes needs %u entries, got %u", code_bits,
-                        1u << code_bits, cb.size()));
+                        width->levels(), cb.size()));
   float maxabs = 0.f;
   for (float v : cb) {
     if (!std::isfinite(v)) return absl::InvalidArgumentError("codebook has a non-finite value");
@@ -182,7 +89,8 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
   if (group < 32 || group > 512 || (group & (group - 1)))
     return absl::InvalidArgumentError(
         absl::StrFormat("CQ group %u not a power of two in 32..512", group));
-  if (code_bits < 2 || code_bits > 4)
+  const CodeWidth* width = FindCodeWidth(code_bits);
+  if (!width)
     return absl::InvalidArgumentError(absl::StrFormat("unsupported CQ code width %u", code_bits));
   if (codebook.code_bits != code_bits)
     return absl::InvalidArgumentError(absl::StrFormat("codebook is for %u-bit codes, matrix has %u",
@@ -195,7 +103,8 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Create(std::span<const uint8_t> b
   m.in_pad_ = uint32_t((uint64_t(in) + group - 1) / group * group);
   m.groups_ = m.in_pad_ / group;
   m.code_bits_ = code_bits;
-  m.row_bytes_ = uint64_t(m.in_pad_) * code_bits / 8;
+  m.width_index_ = CodeWidthIndex(code_bits);
+  m.row_bytes_ = width->RowBytes(m.in_pad_);
   uint64_t need = m.row_bytes_ * out + uint64_t(out) * m.groups_ * 2;
   if (blob.size() != need)
     return absl::InvalidArgumentError(
@@ -234,6 +143,7 @@ absl::StatusOr<CqKernelMatrix> CqKernelMatrix::Stack(std::span<const RowSlice> s
   m.group_ = first.group_;
   m.groups_ = first.groups_;
   m.code_bits_ = first.code_bits_;
+  m.width_index_ = first.width_index_;
   m.row_bytes_ = first.row_bytes_;
   m.codebook_ = first.codebook_;
   for (const RowSlice& s : slices) {
@@ -326,7 +236,7 @@ RowRange RowSplit(uint32_t rows, uint32_t parts, uint32_t part) {
 
 // The SIMD kernels read the permuted layout of the matrix's width: it must be built.
 void CheckLayout(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a) {
-  const uint32_t need = m.code_bits() == 2 ? kLayoutPerm2 : m.code_bits() == 4 ? kLayoutPerm4 : 0;
+  const uint32_t need = m.width().layout;
   if (isa != Isa::kScalar && (a.layouts() & need) != need) {
     std::fprintf(stderr, "cact kernels: activation batch lacks the layout a %u-bit matrix needs\n",
                  m.code_bits());
@@ -338,7 +248,7 @@ void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint
                 uint32_t row_begin, uint32_t row_end, float* y) {
   if (row_begin >= row_end) return;
   CheckLayout(isa, m, a);
-  Table(isa).matvec(m, a, t, row_begin, row_end, y);
+  Table(isa).For(m).matvec(m, a, t, row_begin, row_end, y);
 }
 
 void MatVecRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
@@ -363,7 +273,7 @@ void MatMatRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint
                 uint32_t row_end, float* y, size_t y_stride) {
   if (row_begin >= row_end || a.tokens() == 0) return;
   CheckLayout(isa, m, a);
-  Table(isa).matmat(m, a, row_begin, row_end, y, y_stride);
+  Table(isa).For(m).matmat(m, a, row_begin, row_end, y, y_stride);
 }
 
 void MatMatRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
@@ -389,41 +299,10 @@ void GroupDots(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint3
                uint32_t row_begin, uint32_t row_end, int32_t* dots) {
   if (row_begin >= row_end) return;
   CheckLayout(isa, m, a);
-  Table(isa).group_dots(m, a, t, row_begin, row_end, dots);
+  Table(isa).For(m).group_dots(m, a, t, row_begin, row_end, dots);
 }
 
 namespace internal {
-
-bool HasAvx512Vbmi() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned a, b, c, d;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-  return c & (1u << 1);
-#else
-  return false;
-#endif
-}
-
-bool HasAmxInt8() {
-#if defined(__x86_64__) && defined(__linux__)
-  static const bool ok = [] {
-    unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
-    if (!(d & (1u << 24)) || !(d & (1u << 25))) return false;                // AMX-TILE, AMX-INT8
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    const uint64_t tile_state = (uint64_t(1) << 17) | (uint64_t(1) << 18);  // XTILECFG, DATA
-    if (((uint64_t(hi) << 32 | lo) & tile_state) != tile_state) return false;
-    // Linux enables the tile data per process on request (ARCH_REQ_XCOMP_PERM for
-    // XFEATURE_XTILEDATA); without it the first tile instruction kills the process.
-    return syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-  }();
-  return ok;
-#else
-  return false;
-#endif
-}
 
 float ActScaleFactor(uint32_t group) { return float(1.0 / (127.0 * std::sqrt(double(group)))); }
 

@@ -21,31 +21,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/kernels/code_widths.h"
+#include "engine/kernels/isa.h"
 
 namespace cact::kernels {
-
-// ---------------------------------------------------------------- kernel selection
-// kAvx512Vbmi: the AVX-512 VNNI kernels with vpermb code tables (Ice Lake and later);
-// kAvx512 is the same without VBMI (Cascade Lake). kAmx: kAvx512Vbmi with an AMX-INT8
-// (tdpbssd tiles) prefill product (Sapphire Rapids and later); decode stays on VNNI.
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvxVnni = 2, kAvx512 = 3, kAvx512Vbmi = 4, kAmx = 5 };
-const char* IsaName(Isa isa);
-// scalar|avx2|avxvnni|avx512|avx512vbmi|amx
-absl::StatusOr<Isa> ParseIsa(std::string_view name);
-// The AVX-512 kernels (with or without VBMI; kAmx uses the VBMI ones except for prefill).
-inline bool IsAvx512(Isa isa) {
-  return isa == Isa::kAvx512 || isa == Isa::kAvx512Vbmi || isa == Isa::kAmx;
-}
-// This CPU (and OS) can run it. kAmx: AVX-512 VBMI, CPUID AMX-TILE and AMX-INT8, the tile
-// state enabled in XCR0, and Linux granting the process the tile data (arch_prctl
-// ARCH_REQ_XCOMP_PERM, requested once on the first call).
-bool IsaSupported(Isa isa);
-Isa BestIsa();  // best supported, from CPUID (never kAmx: opt-in, see cq_kernels.cc)
-// The kernel in use: CACT_KERNEL (if set and supported; an unsupported or unknown value
-// falls back to BestIsa() with a warning on stderr) else BestIsa(). SetActiveIsa overrides
-// (tests, benchmarks); it returns false and changes nothing when unsupported.
-Isa ActiveIsa();
-bool SetActiveIsa(Isa isa);
 
 // ---------------------------------------------------------------- codebook
 // The codebook mapped to int8: value(k) = int8[k] * scale. For 2^code_bits entries:
@@ -62,7 +41,7 @@ struct Int8Codebook {
   float scale = 0.f;
 };
 // `cb` has 2^code_bits entries, or 3 entries {-l, 0, +l} for ternary (code_bits 2). The
-// caller takes code_bits from the CQ type table (formats/cact/header.h CqCodeBits).
+// caller takes code_bits from the CQ type table (formats/cact/cq_types.h).
 absl::StatusOr<Int8Codebook> MakeInt8Codebook(std::span<const float> cb, uint32_t code_bits,
                                               bool residual = false);
 
@@ -96,6 +75,9 @@ class CqKernelMatrix {
   uint32_t group() const { return group_; }
   uint32_t groups() const { return groups_; }
   uint32_t code_bits() const { return code_bits_; }
+  // Its row in kCodeWidths (code_widths.h).
+  size_t width_index() const { return width_index_; }
+  const CodeWidth& width() const { return kCodeWidths[width_index_]; }
   uint64_t row_bytes() const { return row_bytes_; }
   // Row r's packed codes (row_bytes) and its FP16 LE norms (groups).
   const uint8_t* row_codes(uint32_t r) const {
@@ -110,6 +92,7 @@ class CqKernelMatrix {
 
  private:
   uint32_t out_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0, code_bits_ = 0;
+  size_t width_index_ = 0;
   uint64_t row_bytes_ = 0;
   const uint8_t* codes_ = nullptr;  // contiguous rows (Create), else the row tables (Stack)
   const uint8_t* norms_ = nullptr;
@@ -126,9 +109,8 @@ class CqKernelMatrix {
 // bits of precision for one more int8 dot product per code (the official engine's
 // numerics are kInt8).
 enum class ActPrecision { kInt8 = 1, kInt8x2 = 2 };
-// Which permuted layouts a batch builds (the natural order is always built): the 2-bit
-// kernels read perm2, the 4-bit ones perm4, the 3-bit ones the natural order.
-inline constexpr uint32_t kLayoutPerm2 = 1, kLayoutPerm4 = 2, kAllLayouts = 3;
+// Which permuted layouts a batch builds: kLayoutPerm2 | kLayoutPerm4 (code_widths.h; each
+// width's row says which its SIMD kernels read).
 
 // Prepared activations for `tokens` input vectors of length `in` (zero padded to in_pad):
 // per token, per group, the FWHT-rotated int8 values in three layouts (natural order, and

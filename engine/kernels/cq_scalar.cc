@@ -12,22 +12,6 @@
 namespace cact::kernels::internal {
 namespace {
 
-// Code k of a row as stored (ternary: the crumb 0..3).
-inline uint32_t CodeAt(const uint8_t* row, uint32_t k, uint32_t code_bits) {
-  switch (code_bits) {
-    case 2:
-      return (row[k >> 2] >> (2 * (k & 3))) & 3u;
-    case 4:
-      return (row[k >> 1] >> (4 * (k & 1))) & 15u;
-    default: {  // 3 bits: may straddle two bytes
-      uint32_t bit = 3 * k, byte = bit >> 3, shift = bit & 7;
-      uint32_t v = row[byte];
-      if (shift > 5) v |= uint32_t(row[byte + 1]) << 8;
-      return (v >> shift) & 7u;
-    }
-  }
-}
-
 inline float RoundClamp127(float v) { return std::min(127.f, std::max(-127.f, std::nearbyint(v))); }
 
 void Prepare(const float* x, ActivationBatch* a, uint32_t t) {
@@ -99,8 +83,9 @@ int32_t CombinedDot(const ActivationBatch& a, uint32_t t, uint32_t M, const int8
 void RowValues(const CqKernelMatrix& m, uint32_t r, int8_t* w, int8_t* wl) {
   const uint8_t* row = m.row_codes(r);
   const Int8Codebook& cb = m.codebook();
+  const auto code_at = m.width().code_at;  // ternary: the crumb 0..3
   for (uint32_t k = 0; k < m.in_pad(); ++k) {
-    uint32_t c = CodeAt(row, k, m.code_bits());
+    uint32_t c = code_at(row, k);
     w[k] = cb.value[c];
     if (wl) wl[k] = cb.lo[c];
   }
@@ -170,7 +155,9 @@ void FwhtButterfliesScalar(float* v, uint32_t n) {
 }
 
 const KernelTable& ScalarTable() {
-  static const KernelTable table = {Prepare, MatVecScalar, MatMatScalar, GroupDotsScalar};
+  // One set of functions for every width: they read codes through the width's code_at.
+  static constexpr WidthKernels kAnyWidth = {MatVecScalar, MatMatScalar, GroupDotsScalar};
+  static const KernelTable table = {Prepare, {kAnyWidth, kAnyWidth, kAnyWidth}};
   return table;
 }
 

@@ -17,7 +17,7 @@ void SigmoidInPlace(float* x, size_t n);
 // x <- x / (1 + Exp(-x)).
 void SiluInPlace(float* x, size_t n);
 // Orthonormal FWHT (butterflies h = 1, 2, 4, ..., then times float(1/sqrt(n))): the same
-// bits as quant/fwht.h FwhtOrthonormal. n is a power of two (below 16: the scalar code).
+// bits as quant/cq/fwht.h FwhtOrthonormal. n is a power of two (below 16: the scalar code).
 void FwhtOrthonormal(float* x, uint32_t n);
 
 // One absmax scale for the vector: amax = max|x|; q = clamp(nearbyint(x * (127 / amax)),

@@ -3,19 +3,27 @@
 #pragma once
 #include <cstdint>
 
+#include "engine/kernels/code_widths.h"
 #include "engine/kernels/cq_kernels.h"
 
 namespace cact::kernels::internal {
 
-struct KernelTable {
-  // Prepares token t of `out` from x (length out->in()).
-  void (*prepare)(const float* x, ActivationBatch* out, uint32_t t);
+// One ISA's products for one code width.
+struct WidthKernels {
   void (*matvec)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
                  uint32_t row_end, float* y);
   void (*matmat)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                  uint32_t row_end, float* y, size_t y_stride);
   void (*group_dots)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                      uint32_t row_begin, uint32_t row_end, int32_t* dots);
+};
+
+struct KernelTable {
+  // Prepares token t of `out` from x (length out->in()).
+  void (*prepare)(const float* x, ActivationBatch* out, uint32_t t);
+  // Indexed like kCodeWidths (code_widths.h CodeWidthIndex).
+  WidthKernels width[kNumCodeWidths];
+  const WidthKernels& For(const CqKernelMatrix& m) const { return width[m.width_index()]; }
 };
 
 const KernelTable& ScalarTable();
@@ -25,10 +33,6 @@ const KernelTable& Avx512Table();
 const KernelTable& Avx512VbmiTable();
 // The AVX-512 VBMI table with the AMX-INT8 prefill product (cq_amx.cc).
 const KernelTable& AmxTable();
-// AVX-512 VBMI (vpermb) present: CPUID leaf 7 ECX bit 1 (with the OS state of AVX-512).
-bool HasAvx512Vbmi();
-// AMX-TILE and AMX-INT8 usable by this process (cq_kernels.h IsaSupported(Isa::kAmx)).
-bool HasAmxInt8();
 
 // The AMX prefill product run on the portable tile emulator (amx_tiles.h) instead of the
 // tile hardware: the same code as AmxTable().matmat except the tile primitives, for tests

@@ -14,5 +14,6 @@ set(CACT_KERNELS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/fast_ops.cc
   ${CMAKE_CURRENT_LIST_DIR}/fast_ops_avx2.cc
   ${CMAKE_CURRENT_LIST_DIR}/fast_ops_avx512.cc
+  ${CMAKE_CURRENT_LIST_DIR}/isa.cc
   ${CMAKE_CURRENT_LIST_DIR}/team.cc
 )

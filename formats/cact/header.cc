@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "formats/le_bytes.h"
 #include "lib/status.h"
@@ -23,39 +22,10 @@ const char* DTypeName(DType d) {
   return "?";
 }
 
-std::string WidthName(uint32_t record_bits) {
-  const CqType* t = FindCqType(record_bits);
-  return t ? t->width : std::to_string(record_bits);
-}
-
-std::string CqTypeName(uint32_t record_bits) { return "CQ" + WidthName(record_bits); }
-
 std::string TypeLabel(const TensorRecord& r) {
   if (r.dtype != DType::kCQ) return DTypeName(r.dtype);
   return CqTypeName(r.bits) + " g" + std::to_string(r.group);
 }
-
-float ScaleUnitLevel(double unit, uint32_t group) { return float(unit / std::sqrt(double(group))); }
-
-uint32_t InferCodebookGroup(const float* cq2_values) {
-  for (uint32_t group = kMinCqGroup; IsValidCqGroup(group); group <<= 1) {
-    bool same = true;
-    for (int i = 0; i < 4 && same; ++i) {
-      const float want = ScaleUnitLevel(kUnitCq2Levels[i], group);
-      same = std::memcmp(&want, &cq2_values[i], sizeof want) == 0;
-    }
-    if (same) return group;
-  }
-  return 0;
-}
-
-int Geometry::EngramSiteAt(uint32_t layer) const {
-  for (uint32_t s = 0; s < num_engram_sites && s < engram_sites.size(); ++s)
-    if (engram_sites[s] == layer) return int(s);
-  return -1;
-}
-
-Geometry Geometry::Needle2() { return Geometry{}; }
 
 // Header words in '<29If' order; field i lives at byte 4*i.
 static std::array<uint32_t*, 29> HeaderWords(Header& h) {
@@ -260,9 +230,7 @@ std::array<uint8_t, kRecordBytes> SerializeRecord(const TensorRecord& r) {
 }
 
 uint64_t CqRowCodeBytes(uint64_t in, uint32_t group, uint32_t bits) {
-  if (group == 0) return 0;
-  const uint64_t groups = in / group + (in % group != 0);
-  return groups * group * CqCodeBits(bits) / 8;
+  return PackedRowBytes(in, group, CqCodeBits(bits));
 }
 
 uint64_t CqBlobBytes(uint64_t out, uint64_t in, uint32_t group, uint32_t bits, bool* overflow) {

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Independent oracle for the tool-retrieval test: the tokenizer and Okapi BM25 written from
-the rules in engine/tool_retrieval.h with regular expressions and collections.Counter.
+the rules in engine/toolcall/tool_retrieval.h with regular expressions and collections.Counter.
 
 usage: bm25_oracle.py CATALOG.json OUT.json
 OUT: {"terms": {text: [term...]}, "queries": [{"query", "scores" (declaration order),

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/chat_template.h"
+#include "engine/text/chat_template.h"
 #include "engine_test_util.h"
 #include "formats/sentencepiece_model.h"
 

@@ -1,14 +1,14 @@
-// The scoring statistics (engine/logit_stats.h, engine/perplexity.h) against plain double
+// The scoring statistics (engine/eval/logit_stats.h, engine/eval/perplexity.h) against plain double
 // precision: log-sum-exp and KL with std::exp in double (validate.h's KlDivergence), numpy's
 // percentile rule, and the chunking rule.
-#include "engine/logit_stats.h"
+#include "engine/eval/logit_stats.h"
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "engine/perplexity.h"
-#include "engine/validate.h"
+#include "engine/eval/perplexity.h"
+#include "engine/eval/validate.h"
 #include "gtest/gtest.h"
 
 namespace cact {

@@ -9,7 +9,7 @@
 
 #include "engine/forward.h"
 #include "engine/ops.h"
-#include "quant/fwht.h"
+#include "quant/cq/fwht.h"
 
 namespace cact {
 namespace {
@@ -42,7 +42,7 @@ TEST(Ops, SinkhornRowsAndColumnsSumToOne) {
   for (uint32_t m : {2u, 4u, 6u}) {
     std::vector<float> a(m * m);
     for (float& v : a) v = nd(rng);
-    ops::SinkhornLog(a.data(), m);
+    ops::SinkhornLog(a.data(), m, kNeedle2Block.sinkhorn_iters);
     for (uint32_t i = 0; i < m; ++i) {
       double row = 0, col = 0;
       for (uint32_t j = 0; j < m; ++j) {
@@ -60,7 +60,7 @@ TEST(Ops, SinkhornRowsAndColumnsSumToOne) {
 
 TEST(Ops, SinkhornOfConstantIsUniform) {
   std::vector<float> a(16, 5.0f);
-  ops::SinkhornLog(a.data(), 4);
+  ops::SinkhornLog(a.data(), 4, kNeedle2Block.sinkhorn_iters);
   for (float v : a) EXPECT_NEAR(v, 0.25f, 1e-6);
 }
 
@@ -104,7 +104,7 @@ TEST(Ops, EngramSlotMatchesHandComputedUint32) {
       {1, 2, 4, 8192, 1660},  // acc 1045571196
   };
   for (const C& c : cases)
-    EXPECT_EQ(ops::EngramSlot(c.table, c.order, h, c.t, c.slots), c.slot)
+    EXPECT_EQ(ops::EngramSlot(kNeedle2Block, c.table, c.order, h, c.t, c.slots), c.slot)
         << "table " << c.table << " order " << c.order << " t " << c.t;
 }
 
@@ -137,8 +137,8 @@ TEST(Ops, ZcnAndRmsUnit) {
   std::vector<float> g = {0, 1, -0.5f, 0.25f};
   const double rms = std::sqrt((1 + 4 + 9 + 16) / 4.0 + 1e-6);
   std::vector<float> y(4), u(4);
-  ops::Zcn(x.data(), g.data(), 4, y.data());
-  ops::RmsUnit(x.data(), 4, u.data());
+  ops::Zcn(x.data(), g.data(), 4, 1e-6f, y.data());
+  ops::RmsUnit(x.data(), 4, 1e-6f, u.data());
   for (int i = 0; i < 4; ++i) {
     EXPECT_NEAR(y[i], (1 + g[i]) * x[i] / rms, 1e-6);
     EXPECT_NEAR(u[i], x[i] / rms, 1e-6);

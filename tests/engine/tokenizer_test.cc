@@ -8,7 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "engine_test_util.h"
 #include "formats/cact/cact_file.h"
 #include "formats/sentencepiece_model.h"

@@ -17,11 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/escaping.h"
-#include "engine/token_mask.h"
-#include "engine/tokenizer.h"
-#include "engine/tool_call_decoder.h"
-#include "engine/tool_call_grammar.h"
-#include "engine/tool_schema.h"
+#include "engine/toolcall/token_mask.h"
+#include "engine/text/tokenizer.h"
+#include "engine/toolcall/tool_call_decoder.h"
+#include "engine/toolcall/tool_call_grammar.h"
+#include "engine/toolcall/tool_schema.h"
 #include "engine_test_util.h"
 
 namespace cact::testing {

@@ -1,4 +1,4 @@
-// Tool calls end to end (engine/tool_call_runner.h) on random-weight models: every answer
+// Tool calls end to end (engine/toolcall/tool_call_runner.h) on random-weight models: every answer
 // decoded under the grammar is a complete, schema-valid call list, checked by an
 // independent validator (tests/engine/tool_call_validator.py: Python json + jsonschema);
 // the prompt is the official rendering; retrieval and confidence report what they did.
@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/chat_template.h"
-#include "engine/python_json.h"
-#include "engine/tool_call_runner.h"
-#include "engine/tool_retrieval.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/python_json.h"
+#include "engine/toolcall/tool_call_runner.h"
+#include "engine/toolcall/tool_retrieval.h"
 #include "engine_test_util.h"
 #include "synthetic_needle2.h"
 

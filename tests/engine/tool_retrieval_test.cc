@@ -1,7 +1,7 @@
 // Tool retrieval: the BM25 ranking against an independent Python oracle
 // (tests/engine/bm25_oracle.py) on a 40-tool catalogue, the top-k / token-budget selection,
 // and the probe-head paths (contrastive embedding, call confidence) on the fixture models.
-#include "engine/tool_retrieval.h"
+#include "engine/toolcall/tool_retrieval.h"
 
 #include <algorithm>
 #include <cmath>

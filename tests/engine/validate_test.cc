@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "engine/validate.h"
+#include "engine/eval/validate.h"
 #include "engine_test_util.h"
 
 namespace cact::testing {

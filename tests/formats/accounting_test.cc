@@ -7,7 +7,8 @@
 #include <fstream>
 
 #include "formats/cact/cact_file.h"
-#include "formats/cact/layout.h"
+#include "formats/needle/named_geometries.h"
+#include "formats/needle/tensor_table.h"
 #include "formats/cact/writer.h"
 #include "nlohmann/json.hpp"
 #include "support/needle2_accounting.h"
@@ -24,7 +25,7 @@ uint32_t DefaultSchemeBits(const std::string& name) {
 }
 
 std::vector<TensorRecord> Needle2Records(uint64_t tokenizer_bytes) {
-  const Geometry g = Geometry::Needle2();
+  const Geometry g = Needle2Geometry();
   const std::vector<ProbeHeadSpec> heads = {{ProbeHead::kContrastive, 4, 128},
                                             {ProbeHead::kConfidence, 8, 1}};
   std::vector<TensorRecord> records;

@@ -1,7 +1,10 @@
 // Positional naming: tensor counts, head detection from the count, scheme match names.
-#include "formats/cact/layout.h"
+#include "formats/needle/tensor_table.h"
 
 #include <gtest/gtest.h>
+
+#include "formats/cact/header.h"
+#include "formats/needle/named_geometries.h"
 
 #include <set>
 
@@ -9,7 +12,7 @@ namespace cact {
 namespace {
 
 TEST(Layout, Needle2Counts) {
-  const Geometry g = Geometry::Needle2();
+  const Geometry g = Needle2Geometry();
   EXPECT_EQ(CoreTensorCount(g), 397u);
   EXPECT_EQ(TotalTensorCount(g, 0), 398u);
   EXPECT_EQ(TotalTensorCount(g, 2), 405u);
@@ -22,7 +25,7 @@ TEST(Layout, Needle2Counts) {
 }
 
 TEST(Layout, Needle2NamesAndShapes) {
-  const Geometry g = Geometry::Needle2();
+  const Geometry g = Needle2Geometry();
   const auto layout =
       CanonicalLayout(g, {{ProbeHead::kContrastive, 4, 128}, {ProbeHead::kConfidence, 8, 1}});
   ASSERT_EQ(layout.size(), 405u);
@@ -69,7 +72,7 @@ TEST(Layout, SchemeMatchName) {
 }
 
 TEST(Layout, EngramSiteAt) {
-  const Geometry g = Geometry::Needle2();
+  const Geometry g = Needle2Geometry();
   EXPECT_EQ(g.EngramSiteAt(2), 0);
   EXPECT_EQ(g.EngramSiteAt(15), 1);
   EXPECT_EQ(g.EngramSiteAt(0), -1);  // unused site slots are 0 but beyond num_engram_sites
@@ -93,6 +96,31 @@ TEST(Header, RoundTripAndCqSizes) {
   EXPECT_EQ(CqBlobBytes(UINT64_MAX / 2, 1u << 20, 128, 4, &overflow), 0u);
   EXPECT_TRUE(overflow);
   EXPECT_EQ(CqRowCodeBytes(24, 128, 4), 64u);
+}
+
+// Each CQ type's row: its codebook fits its codes, stored codes map to entries and back
+// (ternary: trits -1, 0, +1 as crumbs 3, 0, 1; crumb 2 reads past the codebook), and its
+// packed row bytes are the records'.
+TEST(CqTypes, RowsDescribeEachWidth) {
+  for (const CqType& t : kCqTypes) {
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(FindCqType(t.bits), &t);
+    EXPECT_EQ(FindCqTypeByWidth(t.width), &t);
+    EXPECT_LE(t.levels, 1u << t.code_bits);
+    EXPECT_EQ(t.ternary, t.levels < (1u << t.code_bits));
+    for (uint32_t index = 0; index < t.levels; ++index) {
+      EXPECT_LT(t.StoredCode(index), 1u << t.code_bits);
+      EXPECT_EQ(t.CodebookIndex(t.StoredCode(index)), index);
+    }
+    for (uint64_t in : {1u, 96u, 128u, 300u})
+      EXPECT_EQ(t.RowBytes(in, 128), CqRowCodeBytes(in, 128, t.bits));
+  }
+  const CqType& ternary = *FindCqType(kTernaryBits);
+  EXPECT_EQ(ternary.StoredCode(0), 3u);
+  EXPECT_EQ(ternary.StoredCode(1), 0u);
+  EXPECT_EQ(ternary.StoredCode(2), 1u);
+  EXPECT_GE(ternary.CodebookIndex(2), ternary.levels);
+  EXPECT_EQ(FindCqType(3)->RowBytes(96, 32), 36u);
 }
 
 }  // namespace

@@ -29,14 +29,14 @@ include(${CACT_ROOT}/quant/sources.cmake)
 include(${CACT_ROOT}/engine/sources.cmake)
 include(${CACT_ROOT}/train/sources.cmake)
 
-# quant/cq_batch.cc returns 64-byte GCC vectors from always-inline helpers called by its
+# quant/cq/cq_batch.cc returns 64-byte GCC vectors from always-inline helpers called by its
 # target_clones; clang 14 rejects that unless AVX-512 is on for the whole file (GCC accepts
 # it). The fuzzers run on the machine that builds them, so use AVX-512 when it has it.
 file(READ /proc/cpuinfo CPUINFO)
 if(CPUINFO MATCHES "avx512f")
-  set_source_files_properties(${CACT_ROOT}/quant/cq_batch.cc PROPERTIES COMPILE_OPTIONS -mavx512f)
+  set_source_files_properties(${CACT_ROOT}/quant/cq/cq_batch.cc PROPERTIES COMPILE_OPTIONS -mavx512f)
 else()
-  message(WARNING "quant/cq_batch.cc needs AVX-512 to compile with clang; expect a build error")
+  message(WARNING "quant/cq/cq_batch.cc needs AVX-512 to compile with clang; expect a build error")
 endif()
 
 # cact_fuzzer(<name> <source>...): a libFuzzer executable.

@@ -8,10 +8,10 @@
 #include <span>
 #include <string>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "formats/cact/cact_file.h"
 #include "formats/tokenizer_blob.h"
-#include "quant/cq.h"
+#include "quant/cq/cq.h"
 #include "quant/tensor_values.h"
 
 namespace cact::fuzz {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/python_json.h"
+#include "engine/text/python_json.h"
 #include "fuzz_common.h"
 #include "quant/synthetic.h"
 #include "train/finetune_data.h"

@@ -3,7 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "formats/cact/layout.h"
+#include "formats/cact/header.h"
+#include "formats/needle/tensor_table.h"
 #include "fuzz_common.h"
 #include "train/geometry_spec.h"
 

@@ -10,7 +10,7 @@
 #include "formats/cact/cact_file.h"
 #include "formats/safetensors.h"
 #include "fuzz_common.h"
-#include "quant/lora.h"
+#include "quant/import/lora.h"
 
 using namespace cact;
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "formats/tokenizer_blob.h"
 #include "fuzz_common.h"
 

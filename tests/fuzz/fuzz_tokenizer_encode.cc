@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/tokenizer.h"
+#include "engine/text/tokenizer.h"
 #include "formats/cact/cact_file.h"
 #include "fuzz_common.h"
 #include "spm_oracle.h"

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/tool_call_grammar.h"
-#include "engine/tool_schema.h"
+#include "engine/toolcall/tool_call_grammar.h"
+#include "engine/toolcall/tool_schema.h"
 #include "fuzz_common.h"
 
 using namespace cact;

@@ -8,7 +8,7 @@
 
 #include "formats/pickle.h"
 #include "fuzz_common.h"
-#include "quant/flax_checkpoint.h"
+#include "quant/import/flax_checkpoint.h"
 #include "quant/weights_geometry.h"
 
 using namespace cact;

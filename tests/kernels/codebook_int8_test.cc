@@ -65,6 +65,32 @@ TEST(Int8Codebook, TernaryIsExactWithTheLevelAsScale) {
   }
 }
 
+// Each kernel code width reads the LSB-first bitstream the format packs (3-bit codes
+// straddle bytes), has the layout its SIMD kernels need, and has a CQ type using it.
+TEST(CodeWidths, ReadTheFormatsBitstream) {
+  for (const CodeWidth& w : kCodeWidths) {
+    SCOPED_TRACE(w.code_bits);
+    EXPECT_EQ(FindCodeWidth(w.code_bits), &w);
+    bool in_format = false;
+    for (const CqType& t : kCqTypes) in_format = in_format || t.code_bits == w.code_bits;
+    EXPECT_TRUE(in_format);
+    uint8_t row[24] = {};
+    const uint32_t n = 8 * sizeof row / w.code_bits;
+    ASSERT_EQ(w.RowBytes(n), sizeof row);
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint32_t code = (k * 7 + 3) % w.levels();
+      for (uint32_t b = 0; b < w.code_bits; ++b)
+        if ((code >> b) & 1)
+          row[(k * w.code_bits + b) / 8] |= uint8_t(1u << ((k * w.code_bits + b) % 8));
+    }
+    for (uint32_t k = 0; k < n; ++k) EXPECT_EQ(w.code_at(row, k), (k * 7 + 3) % w.levels());
+  }
+  EXPECT_EQ(FindCodeWidth(2)->layout, kLayoutPerm2);
+  EXPECT_EQ(FindCodeWidth(3)->layout, 0u);
+  EXPECT_EQ(FindCodeWidth(4)->layout, kLayoutPerm4);
+  EXPECT_EQ(FindCodeWidth(5), nullptr);
+}
+
 TEST(Int8Codebook, RejectsBadCodebooks) {
   EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{1, 2, 3}, 2).ok());
   EXPECT_FALSE(MakeInt8Codebook(std::vector<float>{0, 0, 0, 0}, 2).ok());

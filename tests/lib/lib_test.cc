@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "lib/atomic_file.h"
+#include "lib/cpu_features.h"
 #include "lib/file_bytes.h"
 #include "lib/npy.h"
 #include "support/test_support.h"
@@ -24,6 +25,16 @@ std::vector<std::string> Listing(const std::string& dir) {
     names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// The AMX check asks Linux once and answers the same every time; the vpermb bit comes with
+// AVX-512 (both need the OS to save the zmm state).
+TEST(CpuFeatures, AmxAndVbmiAreConsistent) {
+  const CpuFeatures& f = GetCpuFeatures();
+  EXPECT_TRUE(!f.avx512_vbmi || f.avx512f);
+  const bool amx = AmxInt8Usable();
+  EXPECT_EQ(AmxInt8Usable(), amx);
+  EXPECT_GE(AvailableCpus(), 1);
 }
 
 TEST(Npy, F32RoundTrip) {

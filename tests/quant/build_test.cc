@@ -11,9 +11,10 @@
 #include <fstream>
 
 #include "cq_agreement.h"
+#include "formats/needle/named_geometries.h"
 #include "lib/file_bytes.h"
-#include "quant/codebook.h"
-#include "quant/fp16.h"
+#include "quant/cq/codebook.h"
+#include "quant/cq/fp16.h"
 #include "quant/weights_geometry.h"
 #include "rebuild_test_util.h"
 
@@ -264,7 +265,7 @@ TEST(BuildGeometry, OfficialConfigGivesTheFixtureHeaders) {
 
 TEST(BuildGeometry, ShapesAloneGiveTheReleasedGeometry) {
   // Only the tensors the inference reads, with the released shapes.
-  const Geometry g = Geometry::Needle2();
+  const Geometry g = Needle2Geometry();
   Safetensors w;
   auto add = [&](const std::string& name, std::vector<uint32_t> shape) {
     FloatTensor t;

@@ -8,9 +8,10 @@
 #include <map>
 #include <tuple>
 
+#include "formats/needle/named_geometries.h"
 #include "gtest/gtest.h"
 #include "lib/float16.h"
-#include "quant/flax_checkpoint.h"
+#include "quant/import/flax_checkpoint.h"
 #include "quant/weights_geometry.h"
 #include "support/test_support.h"
 #include "support/training_pickles.h"
@@ -174,7 +175,7 @@ TEST(Checkpoint, ParamsThatDisagreeWithTheConfigAreNamedWithTheirOffset) {
 }
 
 TEST(Checkpoint, ExporterWindowIsTheBudgetedOneClampedByTheConfig) {
-  Geometry g = Geometry::Needle2();  // 27 layers, 4 KV heads of 64, 2 engram sites
+  Geometry g = Needle2Geometry();  // 27 layers, 4 KV heads of 64, 2 engram sites
   g.max_seq_len = 2048;
   // 27 * (2*256 + 2*8*4) + 2 * (512 + 16*4) = 16704 bytes a position -> 721 -> 704.
   EXPECT_EQ(ExporterKvWindow(g, 0), 704u);

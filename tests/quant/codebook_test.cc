@@ -1,6 +1,6 @@
 // Lloyd-Max codebooks: bit-exact against every fixture's codebooks.json (written by the
 // official exporter's numpy code) and the codebook stored in every fixture model.cact.
-#include "quant/codebook.h"
+#include "quant/cq/codebook.h"
 
 #include <gtest/gtest.h>
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "quant/cq.h"
-#include "quant/fp16.h"
+#include "quant/cq/cq.h"
+#include "quant/cq/fp16.h"
 
 namespace cact::testing {
 

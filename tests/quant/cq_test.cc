@@ -1,7 +1,7 @@
 // CQ pack/unpack, quantize and dequantize against a numpy oracle written from the spec
 // (dense float32 Hadamard matmul, searchsorted + "<=", float16 norms), including padding
 // of the input axis and every width.
-#include "quant/cq.h"
+#include "quant/cq/cq.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cq_agreement.h"
-#include "quant/codebook.h"
-#include "quant/fp16.h"
+#include "quant/cq/codebook.h"
+#include "quant/cq/fp16.h"
 #include "quant_test_util.h"
 
 namespace cact {

@@ -10,9 +10,9 @@
 #include "formats/cact/cact_file.h"
 #include "formats/safetensors.h"
 #include "lib/npy.h"
-#include "quant/codebook.h"
-#include "quant/cq.h"
-#include "quant/fp16.h"
+#include "quant/cq/codebook.h"
+#include "quant/cq/cq.h"
+#include "quant/cq/fp16.h"
 #include "quant/tensor_values.h"
 #include "support/test_support.h"
 

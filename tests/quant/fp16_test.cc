@@ -1,6 +1,6 @@
 // FP16 conversion against numpy (the exporter's astype(float16)) and against an independent
 // double-precision formulation of round-to-nearest-even.
-#include "quant/fp16.h"
+#include "quant/cq/fp16.h"
 
 #include <gtest/gtest.h>
 

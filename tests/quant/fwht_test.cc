@@ -1,5 +1,5 @@
 // FWHT against the dense Sylvester Hadamard matrix H[i][j] = (-1)^popcount(i & j).
-#include "quant/fwht.h"
+#include "quant/cq/fwht.h"
 
 #include <gtest/gtest.h>
 

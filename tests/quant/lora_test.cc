@@ -1,7 +1,7 @@
 // LoRA merges: PEFT and stacked layouts give the same file, merged values equal numpy's
 // FP32 `W + scale * (B @ A)`, untouched tensors keep their bytes, the diff shows exactly
 // the touched tensors, the report figures are right, and bad adapters are named errors.
-#include "quant/lora.h"
+#include "quant/import/lora.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // NumpyRandomState against numpy.random.RandomState: the raw MT19937 words, random_sample
 // doubles and the legacy polar gauss (with its cached second value), interleaved.
-#include "quant/numpy_random.h"
+#include "quant/cq/numpy_random.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "quant/build.h"
-#include "quant/codebook.h"
+#include "quant/cq/codebook.h"
 #include "quant/synthetic.h"
 #include "support/needle2_accounting.h"
 

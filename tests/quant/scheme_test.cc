@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "formats/cact/layout.h"
+#include "formats/cact/header.h"
+#include "formats/needle/named_geometries.h"
+#include "formats/needle/tensor_table.h"
 #include "support/test_support.h"
 
 namespace cact {
@@ -64,7 +66,7 @@ TEST(Scheme, EveryCanonicalNameGetsAWidth) {
   absl::StatusOr<Scheme> s = ParseScheme("embedding=4,mhc=4,default=2");
   ASSERT_TRUE(s.ok());
   size_t cq2 = 0, cq4 = 0;
-  for (const TensorSpec& t : CanonicalLayout(Geometry::Needle2(), {}))
+  for (const TensorSpec& t : CanonicalLayout(Needle2Geometry(), {}))
     if (t.kind == TensorKind::kMatrix) (s->BitsFor(t.name) == 4 ? cq4 : cq2)++;
   EXPECT_EQ(cq2, 141u);  // spec: released file class counts
   EXPECT_EQ(cq4, 4u);
@@ -112,7 +114,7 @@ namespace {
 
 TEST(Scheme, RulesThatMatchNoTensorAreNamed) {
   std::vector<std::string> names;
-  for (const TensorSpec& t : CanonicalLayout(Geometry::Needle2(), {}))
+  for (const TensorSpec& t : CanonicalLayout(Needle2Geometry(), {}))
     if (t.kind == TensorKind::kMatrix) names.push_back(t.name);
   EXPECT_TRUE(
       CheckRulesMatch(*ParseScheme("embedding=4,mhc=4,attn.out_proj=3,engram1=2,default=2"), names)

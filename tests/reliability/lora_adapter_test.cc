@@ -1,6 +1,6 @@
 // LoRA adapters come from the internet too: a hostile adapter must give a clean error.
 //
-// REGRESSION (bug found by the reliability work, quant/lora.cc): ParseLoraAdapter matches
+// REGRESSION (bug found by the reliability work, quant/import/lora.cc): ParseLoraAdapter matches
 // keys with std::regex, whose libstdc++ executor recurses once per character of `(\d+)` and
 // of `(?:\.[A-Za-z0-9_]+)?`; a key with ~40,000 digits in the layer index (or a long adapter
 // name) overflows the 8 MB stack and kills the process with SIGSEGV. Such a key fits easily
@@ -13,8 +13,9 @@
 #include <optional>
 
 #include "formats/cact/cact_file.h"
+#include "formats/needle/named_geometries.h"
 #include "formats/safetensors.h"
-#include "quant/lora.h"
+#include "quant/import/lora.h"
 #include "reliability/allocation_probe.h"
 #include "support/test_support.h"
 
@@ -40,7 +41,7 @@ Safetensors AdapterWithKey(const std::string& key) {
 ChildResult ParseInChild(const Safetensors& st) {
   return RunInChildWithAddressSpaceLimit(
       [&] {
-        auto ad = ParseLoraAdapter(st, "evil.safetensors", "", 1.0, Geometry::Needle2());
+        auto ad = ParseLoraAdapter(st, "evil.safetensors", "", 1.0, Needle2Geometry());
         if (ad.ok()) return 1;
         return ad.status().message().find("evil.safetensors") != std::string::npos ? 0 : 3;
       },
@@ -52,7 +53,7 @@ TEST(RegressionLoraRegexStackOverflow, HugeLayerIndexIsACleanError) {
                           ".self_attn.q_proj.lora_A.weight";
   ChildResult r = ParseInChild(AdapterWithKey(key));
   EXPECT_TRUE(r.exited && r.exit_code == 0)
-      << r.describe() << " (quant/lora.cc: std::regex recursion on a 200,000-digit layer index)";
+      << r.describe() << " (quant/import/lora.cc: std::regex recursion on a 200,000-digit layer index)";
 }
 
 TEST(RegressionLoraRegexStackOverflow, HugeAdapterNameIsACleanError) {
@@ -61,7 +62,7 @@ TEST(RegressionLoraRegexStackOverflow, HugeAdapterNameIsACleanError) {
   ChildResult r = ParseInChild(AdapterWithKey(key));
   EXPECT_TRUE(r.exited && r.exit_code == 0)
       << r.describe()
-      << " (quant/lora.cc: std::regex recursion on a 200,000-character adapter name)";
+      << " (quant/import/lora.cc: std::regex recursion on a 200,000-character adapter name)";
 }
 
 // Long keys that match neither layout are already rejected cleanly: the regexes only recurse
@@ -73,7 +74,7 @@ TEST(LoraAdapterLimits, HugeUnrelatedKeyIsACleanError) {
 
 // Lying shapes and ranks are rejected with the key named, and nothing is sized from them.
 TEST(LoraAdapterLimits, LyingShapesAreCleanErrors) {
-  const Geometry g = Geometry::Needle2();
+  const Geometry g = Needle2Geometry();
   struct Case {
     std::vector<FloatTensor> tensors;
     std::string expect;

@@ -9,38 +9,17 @@
 #include <string>
 #include <vector>
 
-#include "formats/cact/layout.h"
 #include "formats/cact/writer.h"
+#include "formats/needle/named_geometries.h"
+#include "formats/needle/tensor_table.h"
 #include "formats/tokenizer_blob.h"
-#include "quant/codebook.h"
-#include "quant/cq.h"
+#include "quant/cq/codebook.h"
+#include "quant/cq/cq.h"
 
 namespace cact::reliability {
 
-inline Geometry MicroGeometry() {
-  Geometry g;
-  g.kv_window = 16;
-  g.vocab = 32;
-  g.d_model = 16;
-  g.num_heads = 2;
-  g.num_kv_heads = 1;
-  g.num_layers = 2;
-  g.head_dim = 8;
-  g.max_seq_len = 64;
-  g.hada_n = 16;
-  g.mhc_lanes = 2;
-  g.engram_slots = 8;
-  g.engram_sub_dim = 8;
-  g.num_engram_tables = 2;
-  g.engram_conv_taps = 4;
-  g.engram_conv_dilation = 3;
-  g.num_engram_orders = 2;
-  g.engram_orders = {2, 3, 0, 0};
-  g.num_engram_sites = 1;
-  g.engram_sites = {1, 0, 0, 0};
-  g.rope_theta = 10000.0f;
-  return g;
-}
+// The micro geometry is named with the others (formats/needle/named_geometries.h).
+using cact::MicroGeometry;
 
 inline TokenizerBlob MicroTokenizer(uint32_t vocab) {
   TokenizerBlob t;

@@ -1,4 +1,4 @@
-// The BLAS libtorch runs on and the thread rule of engine/torchscript/blas_threads.h: in this
+// The BLAS libtorch runs on and the thread rule of libtorch/blas_threads.h: in this
 // process (which links libtorch like cact-torch), and through `cact-torch info` under
 // chosen environments (a thread variable set, the reference BLAS forced by LD_LIBRARY_PATH).
 #include <dlfcn.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "engine/torchscript/blas_threads.h"
+#include "libtorch/blas_threads.h"
 #include "lib/cpu_features.h"
 #include "torch_test_util.h"
 

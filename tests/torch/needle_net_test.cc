@@ -1,4 +1,4 @@
-// The trainer's eager-libtorch forward (train/torch/needle_net.h) against (1) the official
+// The trainer's eager-libtorch forward (libtorch/needle_net.h) against (1) the official
 // decoder's logits in the fixtures, fed the fixture's dequantized weights, window/sink cases
 // included (max|diff| <= 1e-4 x max|official|: FP32 on both sides, only the summation order
 // differs), and (2) its own gradients in float64 against central finite differences (rel
@@ -10,7 +10,7 @@
 #include "quant/dequant_export.h"
 #include "support/decode_cases.h"
 #include "torch_test_util.h"
-#include "train/torch/needle_net.h"
+#include "libtorch/needle_net.h"
 
 namespace cact::testing {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "engine/torchscript/bridge.h"
+#include "libtorch/bridge.h"
 #include "formats/safetensors.h"
 #include "quant/cact_diff.h"
 #include "quant/scheme.h"

@@ -8,7 +8,7 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/probe_heads.h"
-#include "engine/torchscript/bridge.h"
+#include "libtorch/bridge.h"
 #include "quant/build.h"
 #include "quant/synthetic.h"
 #include "torch_test_util.h"

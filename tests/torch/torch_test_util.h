@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/torchscript/torch_module.h"
+#include "libtorch/torch_module.h"
 #include "formats/cact/cact_file.h"
 #include "lib/npy.h"
 #include "support/test_support.h"

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <random>
 
-#include "engine/python_json.h"
+#include "engine/text/python_json.h"
 #include "quant/synthetic.h"
 #include "support/test_support.h"
 #include "train/finetune_example.h"

@@ -11,7 +11,7 @@
 
 #include "formats/cact/cact_file.h"
 #include "formats/safetensors.h"
-#include "quant/lora.h"
+#include "quant/import/lora.h"
 #include "quant/synthetic.h"
 #include "quant/tensor_values.h"
 #include "support/test_support.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
-#include "quant/flax_checkpoint.h"
+#include "quant/import/flax_checkpoint.h"
 #include "tools/cact-inspect/commands.h"
 #include "tools/cact-inspect/table.h"
 

@@ -4,7 +4,7 @@
 #include "formats/sentencepiece_model.h"
 #include "formats/tokenizer_blob.h"
 #include "quant/build.h"
-#include "quant/flax_checkpoint.h"
+#include "quant/import/flax_checkpoint.h"
 #include "tools/cact-quant/commands.h"
 
 namespace cact::quant_tool {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "quant/build.h"
-#include "quant/codebook.h"
+#include "quant/cq/codebook.h"
 #include "tools/cact-quant/commands.h"
 
 namespace cact::quant_tool {

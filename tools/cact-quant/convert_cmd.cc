@@ -1,7 +1,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "quant/flax_checkpoint.h"
+#include "quant/import/flax_checkpoint.h"
 #include "tools/cact-quant/commands.h"
 
 namespace cact::quant_tool {

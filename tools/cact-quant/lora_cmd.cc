@@ -1,8 +1,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "quant/flax_checkpoint.h"
-#include "quant/lora.h"
+#include "quant/import/flax_checkpoint.h"
+#include "quant/import/lora.h"
 #include "tools/cact-quant/commands.h"
 
 namespace cact::quant_tool {

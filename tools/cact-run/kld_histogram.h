@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/perplexity.h"
+#include "engine/eval/perplexity.h"
 
 namespace cact {
 

@@ -1,5 +1,5 @@
 // cact-run: run a .cact model on the CPU. Flag parsing and printing only; everything else
-// is engine/runner.h.
+// is engine/generate/runner.h.
 //
 //   cact-run MODEL --tokens 2,17,40 --logits OUT.npy [--last] [--window W --sink P]
 //   cact-run MODEL -p TEXT [-n N] [--temperature T --top-k K --top-p P --seed S]
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runner.h"
+#include "engine/generate/runner.h"
 #include "tools/cact-run/bench/bench.h"
 #include "tools/cact-run/score_cmd.h"
 #include "tools/cact-run/tool_call_cmd.h"
@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)");
   app.add_flag("--json", json, "print one JSON object (text, ids, timings, validation) on stdout");
   // Tool calls (--tools with --query): the answer is decoded under the grammar of the
-  // declared schemas (engine/tool_call_runner.h).
+  // declared schemas (engine/toolcall/tool_call_runner.h).
   cact::ToolCallRequest call;
   bool no_grammar = false;
   app.add_flag("--no-grammar", no_grammar,

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "engine/perplexity.h"
+#include "engine/eval/perplexity.h"
 #include "lib/atomic_file.h"
 #include "lib/progress.h"
 #include "tools/cact-run/kld_histogram.h"

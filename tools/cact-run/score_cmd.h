@@ -1,4 +1,4 @@
-// `cact-run perplexity` and `cact-run compare`: flags and printing over engine/perplexity.h.
+// `cact-run perplexity` and `cact-run compare`: flags and printing over engine/eval/perplexity.h.
 #pragma once
 
 namespace cact {

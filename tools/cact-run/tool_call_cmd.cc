@@ -3,7 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "engine/python_json.h"
+#include "engine/text/python_json.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 

@@ -5,8 +5,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
-#include "train/torch/finetune.h"
-#include "train/torch/trainer.h"
+#include "libtorch/finetune.h"
+#include "libtorch/trainer.h"
 #include "train/training_data.h"
 
 namespace cact::torch_tool {

@@ -4,8 +4,8 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "engine/tokenizer.h"
-#include "engine/torchscript/blas_threads.h"
+#include "engine/text/tokenizer.h"
+#include "libtorch/blas_threads.h"
 #include "formats/safetensors.h"
 #include "lib/file_bytes.h"
 #include "nlohmann/json.hpp"

@@ -1,10 +1,10 @@
 // cact-torch finetune: a LoRA adapter for a .cact on official fine-tuning JSONL
-// (train/torch/finetune.h), written as a PEFT adapter directory for `cact-quant lora`.
+// (libtorch/finetune.h), written as a PEFT adapter directory for `cact-quant lora`.
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
-#include "engine/tokenizer.h"
-#include "engine/torchscript/blas_threads.h"
+#include "engine/text/tokenizer.h"
+#include "libtorch/blas_threads.h"
 #include "formats/cact/cact_file.h"
 #include "lib/resources.h"
 #include "quant/dequant_export.h"

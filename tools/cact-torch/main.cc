@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/torchscript/blas_threads.h"
-#include "engine/torchscript/bridge.h"
-#include "engine/torchscript/torch_module.h"
+#include "libtorch/blas_threads.h"
+#include "libtorch/bridge.h"
+#include "libtorch/torch_module.h"
 #include "formats/cact/cact_file.h"
 #include "lib/npy.h"
 #include "lib/resources.h"

@@ -1,4 +1,4 @@
-// cact-torch train: a Needle-architecture model from scratch (train/torch/trainer.h), then its
+// cact-torch train: a Needle-architecture model from scratch (libtorch/trainer.h), then its
 // files: OUT.cact, OUT.safetensors (FP32), OUT.pre-qat.safetensors (before the
 // quantization-aware phase), OUT.curve.tsv and OUT.curve.svg (the loss curve).
 #include <filesystem>
@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "engine/tokenizer.h"
-#include "engine/torchscript/blas_threads.h"
+#include "engine/text/tokenizer.h"
+#include "libtorch/blas_threads.h"
 #include "formats/sentencepiece_model.h"
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
@@ -21,7 +21,7 @@
 #include "train/corpus_manifest.h"
 #include "train/geometry_spec.h"
 #include "train/loss_curve.h"
-#include "train/torch/trainer.h"
+#include "libtorch/trainer.h"
 #include "train/trained_model.h"
 
 namespace cact::torch_tool {

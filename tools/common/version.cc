@@ -4,15 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/isa.h"
 #include "tools/common/build_info.h"
 
 namespace cact::tools {
 
 std::string VersionLine(std::string_view tool) {
   std::string runnable;
-  for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvxVnni,
-                           kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi, kernels::Isa::kAmx})
+  for (kernels::Isa isa : kernels::kAllIsas)
     if (kernels::IsaSupported(isa))
       absl::StrAppend(&runnable, runnable.empty() ? "" : " ", kernels::IsaName(isa));
   return absl::StrFormat("%s %s (commit %s, %s; kernels built: %s; this CPU runs: %s)", tool,

@@ -21,8 +21,8 @@
 #include <random>
 #include <string>
 
-#include "engine/torchscript/bridge.h"
-#include "engine/torchscript/torch_module.h"
+#include "libtorch/bridge.h"
+#include "libtorch/torch_module.h"
 #include "formats/cact/cact_file.h"
 #include "fuzz_common.h"
 #include "zip_members.h"

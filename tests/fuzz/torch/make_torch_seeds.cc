@@ -10,7 +10,7 @@
 #include <iterator>
 #include <string>
 
-#include "engine/torchscript/torch_module.h"
+#include "libtorch/torch_module.h"
 #include "formats/cact/cact_file.h"
 #include "formats/cact/writer.h"
 #include "lib/file_bytes.h"

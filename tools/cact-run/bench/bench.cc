@@ -16,7 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/fast_forward.h"
 #include "engine/forward.h"
-#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/isa.h"
 #include "lib/atomic_file.h"
 #include "lib/cpu_features.h"
 #include "lib/file_bytes.h"

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/isa.h"
 #include "engine/kernels/team.h"
 #include "lib/resources.h"
 #include "tools/cact-run/bench/machine_table.h"
@@ -24,6 +24,18 @@ uint64_t ReadPassScalar(const uint8_t* p, size_t bytes) {
     b ^= y;
   }
   return a + b + i;
+}
+
+// Part `part` of `parts` of a buffer of `blocks` 256-byte blocks, split on 16-block
+// boundaries (as the kernels split a matrix's rows).
+struct BlockRange {
+  uint32_t begin, end;
+};
+BlockRange SplitBlocks(uint32_t blocks, uint32_t parts, uint32_t part) {
+  const uint32_t units = (blocks + 15) / 16;
+  const uint32_t u0 = uint32_t(uint64_t(units) * part / parts);
+  const uint32_t u1 = uint32_t(uint64_t(units) * (part + 1) / parts);
+  return {std::min(blocks, u0 * 16), std::min(blocks, u1 * 16)};
 }
 
 uint64_t DotLoopScalar(uint64_t iters) {
@@ -46,7 +58,7 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
   const Stopwatch elapsed;
   do {
     team.Run([&](uint32_t me, uint32_t nt) {
-      RowRange r = RowSplit(uint32_t(bytes / 256), nt, me);  // 256-byte blocks
+      BlockRange r = SplitBlocks(uint32_t(bytes / 256), nt, me);  // 256-byte blocks
       const uint8_t* p = buf.data() + size_t(r.begin) * 256;
       const size_t n = size_t(r.end - r.begin) * 256;
       sink = sink + (simd ? internal::ReadPassAvx512(p, n) : ReadPassScalar(p, n));  // warm
@@ -54,7 +66,7 @@ double MeasureReadBandwidth(size_t bytes, uint32_t threads, double seconds) {
     const Stopwatch pass_clock;
     const int passes = 8;
     team.Run([&](uint32_t me, uint32_t nt) {
-      RowRange r = RowSplit(uint32_t(bytes / 256), nt, me);
+      BlockRange r = SplitBlocks(uint32_t(bytes / 256), nt, me);
       const uint8_t* p = buf.data() + size_t(r.begin) * 256;
       const size_t n = size_t(r.end - r.begin) * 256;
       uint64_t s = 0;

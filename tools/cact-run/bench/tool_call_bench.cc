@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "engine/tool_call_runner.h"
+#include "engine/toolcall/tool_call_runner.h"
 #include "lib/status.h"
 
 namespace cact {

@@ -1,0 +1,94 @@
+// What `cact-run` does, as a library: load a model, build the prompt (raw ids, text, or the
+// Needle chat template), prefill, generate, write logits / hidden states, validate two
+// paths, and measure the timings. The CLI only parses flags and prints.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/eval/validate.h"
+#include "engine/probe_heads.h"
+#include "engine/sampler.h"
+#include "engine/text/chat_template.h"
+#include "engine/text/tokenizer.h"
+
+namespace cact {
+
+struct RunRequest {
+  std::string model_path;
+  std::string path = "auto";  // "fast", "ref", "auto"
+
+  // Exactly one prompt source: raw ids, a text prompt, or the chat template (from the tool
+  // declarations and a query, or already rendered and tokenized by a library caller).
+  std::optional<std::vector<int32_t>> tokens;
+  std::optional<std::string> prompt;
+  std::optional<std::string> tools_json;  // raw JSON text of the tool declarations
+  std::optional<std::string> query, system;
+  std::optional<ChatPrompt> chat_prompt;
+
+  uint32_t max_new_tokens = 0;
+  bool ignore_eos = false;  // keep generating past EOS / <|im_end|> (benchmarks, memory checks)
+  std::optional<uint32_t> window, sink;  // defaults: header kv_window; tools prefix or 0
+  // 0: the fast path uses the CPUs this process may run on (at most kMaxAutoThreads), the
+  // FP32 reference one thread (it is the slow oracle; its OpenMP loops degrade badly on a
+  // busy machine).
+  int threads = 0;
+  SamplerOptions sampling;
+
+  std::string logits_path;  // .npy [T, vocab] of the prompt positions ([1, vocab] if last_only)
+  bool last_only = false;
+  std::string dump_hidden_dir;  // DIR/hidden.npy: lane mean after each layer [L, T, d]
+  bool probes = false;          // compute the probe heads over the fed tokens
+
+  // Library callers that already hold the model (and its tokenizer) pass them here
+  // (model_path is then unused).
+  const Model* model = nullptr;
+  const Tokenizer* tokenizer = nullptr;
+  // When set, picks every generated token from the last logits instead of the sampler (the
+  // tool-call grammar: engine/toolcall/tool_call_decoder.h); -1 ends the generation.
+  std::function<int32_t(std::span<const float>)> choose_next;
+
+  bool validate = false;  // reference vs `path` (fast by default) on the prompt + decode
+  uint32_t validate_steps = 64;
+  ValidateThresholds thresholds;
+};
+
+struct RunTimings {
+  // load_ms = open_ms (map + validate + model view) + the forward path's setup.
+  double open_ms = 0, load_ms = 0, tokenize_ms = 0, prefill_ms = 0, first_token_ms = 0,
+         decode_ms = 0;
+  uint32_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;
+  uint64_t peak_rss_bytes = 0;
+  double prefill_tokens_per_s() const;
+  double decode_tokens_per_s() const;
+};
+
+struct RunResult {
+  std::string path_name;
+  uint32_t window = 0, sink = 0;
+  int threads = 1;  // of the path that ran (with --validate: of the checked path)
+  std::vector<int32_t> prompt_ids, generated_ids;
+  int32_t stopped_by = -1;  // the token that ended generation (EOS, <|im_end|>), else -1
+  std::string text;         // decoded generation (empty without a tokenizer-driven run)
+  RunTimings timings;
+  std::optional<ProbeOutputs> probes;
+  std::optional<ValidationReport> validation;
+};
+
+// Runs the request. `on_text` receives decoded text as it is generated (complete UTF-8
+// only). Errors: InvalidArgument / OutOfRange / NotFound / DataLoss etc. for bad input
+// (the CLI exits 2), Unimplemented for a path that is not built.
+absl::StatusOr<RunResult> RunModel(const RunRequest& request,
+                                   const std::function<void(std::string_view)>& on_text = {});
+
+// One-line human summary of the timings ("load 12.0 ms | tokenize ...").
+std::string TimingLine(const RunResult& r);
+// The whole result as one JSON object.
+std::string ResultJson(const RunResult& r);
+
+}  // namespace cact

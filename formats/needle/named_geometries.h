@@ -1,0 +1,35 @@
+// The Needle geometries that have a name, each written once: the released one and the
+// smaller ones that synthetic models, training from scratch and the robustness tests build.
+// Every field a geometry does not set keeps the released value (Geometry's defaults).
+#pragma once
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "formats/needle/geometry.h"
+
+namespace cact {
+
+// "needle2": the released geometry (spec table: vocab 8192, d 512, 27 layers).
+Geometry Needle2Geometry();
+// "small": the synthetic test model (vocab 512, d 128, 4 layers, engram sites 1 and 3).
+Geometry SmallGeometry();
+// "reference": the committed model trained from scratch (vocab 512, d 256, 4 layers).
+Geometry ReferenceGeometry();
+// "tiny": a reference model that trains in seconds (d 128, 2 layers, one engram site).
+Geometry TinyGeometry();
+// "micro": the smallest valid model (vocab 32, d 16, 2 layers, 2 mHC lanes), for robustness
+// tests and fuzz seeds.
+Geometry MicroGeometry();
+
+struct NamedGeometry {
+  std::string_view name;
+  Geometry (*make)();
+};
+
+// All of the above, in the order listed.
+const std::vector<NamedGeometry>& NamedGeometries();
+// The geometry called `name`, or nullopt.
+std::optional<Geometry> FindNamedGeometry(std::string_view name);
+
+}  // namespace cact

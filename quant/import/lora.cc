@@ -1,0 +1,317 @@
+#include "quant/import/lora.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "lib/status.h"
+#include "nlohmann/json.hpp"
+#include "quant/scheme_inference.h"
+#include "quant/tensor_values.h"
+
+namespace cact {
+namespace {
+
+const std::vector<std::string>& Projections() {
+  static const std::vector<std::string> p = {"q_proj", "k_proj", "v_proj", "gate_proj", "out_proj"};
+  return p;
+}
+
+int ProjIndex(const std::string& p) {
+  for (size_t i = 0; i < Projections().size(); ++i)
+    if (Projections()[i] == p) return int(i);
+  return -1;
+}
+
+// [out, in] of a projection in .cact orientation.
+std::pair<uint32_t, uint32_t> ProjShape(const std::string& proj, const Geometry& g) {
+  if (proj == "k_proj" || proj == "v_proj") return {g.kv_dim(), g.d_model};
+  if (proj == "out_proj") return {g.d_model, g.attn_dim()};
+  return {g.attn_dim(), g.d_model};  // q_proj, gate_proj
+}
+
+std::string Shape(const std::vector<uint32_t>& s) { return "[" + absl::StrJoin(s, ", ") + "]"; }
+
+absl::StatusOr<double> ScaleFromPeftConfig(const std::string& json, uint32_t rank,
+                                           const std::string& file, std::string* source) {
+  nlohmann::json c = nlohmann::json::parse(json, nullptr, false);
+  if (c.is_discarded() || !c.is_object())
+    return FileError(file, "adapter config is not a JSON object");
+  if (!c.contains("lora_alpha") || !c["lora_alpha"].is_number())
+    return FileError(file, "adapter config has no numeric 'lora_alpha'");
+  const double alpha = c["lora_alpha"].get<double>();
+  if (c.contains("r") && c["r"].is_number_unsigned() && c["r"].get<uint32_t>() != rank)
+    return FileError(
+        file, absl::StrFormat("adapter config r = %d but the adapter's matrices have rank %d",
+                              c["r"].get<uint32_t>(), rank));
+  const bool rslora =
+      c.contains("use_rslora") && c["use_rslora"].is_boolean() && c["use_rslora"].get<bool>();
+  *source = rslora ? "lora_alpha / sqrt(r) (adapter config, use_rslora)"
+                   : "lora_alpha / r (adapter config)";
+  return rslora ? alpha / std::sqrt(double(rank)) : alpha / double(rank);
+}
+
+}  // namespace
+
+absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& st, const std::string& file,
+                                             const std::string& adapter_config_json,
+                                             std::optional<double> scale_override,
+                                             const Geometry& g) {
+  static const std::regex kPeft(
+      R"((?:^|\.)layers\.(\d+)\.self_attn\.(q|k|v|gate|out)_proj\.lora_(A|B)(?:\.[A-Za-z0-9_]+)?\.weight$)");
+  static const std::regex kStacked(R"((?:^|[./])(q|k|v|gate|out)_proj(?:[./]kernel)?[./](A|B)$)");
+  LoraAdapter ad;
+  struct Half {
+    const FloatTensor* a = nullptr;
+    const FloatTensor* b = nullptr;
+  };
+  std::map<std::pair<uint32_t, int>, Half> peft;  // (layer, proj) -> A, B
+  std::map<int, Half> stacked;                    // proj -> A, B
+  // std::regex recurses per character: bound the key before matching (real keys are < 200).
+  constexpr size_t kMaxKeyLength = 512;
+  for (const FloatTensor& t : st.tensors) {
+    if (t.name.size() > kMaxKeyLength)
+      return FileError(file, absl::StrFormat("key '%s...' is %d characters long (at most %d)",
+                                             t.name.substr(0, 48), t.name.size(), kMaxKeyLength));
+    std::smatch m;
+    if (std::regex_search(t.name, m, kPeft)) {
+      const std::string digits = m[1].str();
+      if (digits.size() > 6)
+        return FileError(file, "key '" + t.name + "': layer index out of range");
+      const uint32_t layer = uint32_t(std::stoul(digits));
+      Half& h = peft[{layer, ProjIndex(m[2].str() + "_proj")}];
+      (m[3] == "A" ? h.a : h.b) = &t;
+    } else if (std::regex_search(t.name, m, kStacked)) {
+      Half& h = stacked[ProjIndex(m[1].str() + "_proj")];
+      (m[2] == "A" ? h.a : h.b) = &t;
+    } else {
+      return FileError(file,
+                       "key '" + t.name +
+                           "' is not a LoRA weight of q/k/v/gate/out_proj (PEFT "
+                           "'layers.N.self_attn.X_proj.lora_A.weight' or stacked 'X_proj.A')");
+    }
+  }
+  if (!peft.empty() && !stacked.empty())
+    return FileError(file, "the adapter mixes PEFT keys and stacked keys");
+  if (peft.empty() && stacked.empty()) return FileError(file, "the adapter has no LoRA weights");
+
+  uint32_t rank = 0;
+  auto check_rank = [&](uint32_t r, const std::string& key) -> absl::Status {
+    if (r == 0) return FileError(file, "key '" + key + "': rank 0");
+    if (rank && r != rank)
+      return FileError(file, absl::StrFormat("key '%s': rank %d differs from the adapter's rank %d",
+                                             key, r, rank));
+    rank = r;
+    return absl::OkStatus();
+  };
+
+  if (!peft.empty()) {
+    ad.layout = "peft";
+    for (auto& [key, h] : peft) {
+      const auto [layer, pi] = key;
+      const std::string proj = Projections()[pi];
+      const FloatTensor* any = h.a ? h.a : h.b;
+      if (!h.a || !h.b)
+        return FileError(
+            file, "key '" + any->name + "' has no matching lora_" + (h.a ? "B" : "A") + " weight");
+      if (layer >= g.num_layers)
+        return FileError(file, absl::StrFormat("key '%s': layer %d but the model has %d layers",
+                                               h.a->name, layer, g.num_layers));
+      const auto [out, in] = ProjShape(proj, g);
+      if (h.a->shape.size() != 2 || h.a->shape[1] != in)
+        return FileError(file, absl::StrFormat("key '%s' has shape %s, expected [r, %d]", h.a->name,
+                                               Shape(h.a->shape), in));
+      CACT_RETURN_IF_ERROR(check_rank(h.a->shape[0], h.a->name));
+      if (h.b->shape != std::vector<uint32_t>{out, rank})
+        return FileError(file, absl::StrFormat("key '%s' has shape %s, expected [%d, %d]",
+                                               h.b->name, Shape(h.b->shape), out, rank));
+      LoraPair p{layer, proj, rank, in, out, h.a->data, h.b->data, h.a->name, h.b->name};
+      ad.pairs.push_back(std::move(p));
+    }
+  } else {
+    ad.layout = "stacked";
+    for (auto& [pi, h] : stacked) {
+      const std::string proj = Projections()[pi];
+      const FloatTensor* any = h.a ? h.a : h.b;
+      if (!h.a || !h.b)
+        return FileError(
+            file, "key '" + any->name + "' has no matching " + (h.a ? "B" : "A") + " weight");
+      const auto [out, in] = ProjShape(proj, g);
+      const uint32_t L = g.num_layers;
+      if (h.a->shape.size() != 3 || h.a->shape[0] != L || h.a->shape[1] != in)
+        return FileError(file, absl::StrFormat("key '%s' has shape %s, expected [%d, %d, r]",
+                                               h.a->name, Shape(h.a->shape), L, in));
+      CACT_RETURN_IF_ERROR(check_rank(h.a->shape[2], h.a->name));
+      if (h.b->shape != std::vector<uint32_t>{L, rank, out})
+        return FileError(file, absl::StrFormat("key '%s' has shape %s, expected [%d, %d, %d]",
+                                               h.b->name, Shape(h.b->shape), L, rank, out));
+      for (uint32_t l = 0; l < L; ++l) {
+        // Flax [in, r] / [r, out] per layer -> PEFT [r, in] / [out, r].
+        LoraPair p{l,
+                   proj,
+                   rank,
+                   in,
+                   out,
+                   std::vector<float>(size_t(rank) * in),
+                   std::vector<float>(size_t(out) * rank),
+                   absl::StrCat(h.a->name, "[", l, "]"),
+                   absl::StrCat(h.b->name, "[", l, "]")};
+        const float* A = h.a->data.data() + size_t(l) * in * rank;
+        const float* B = h.b->data.data() + size_t(l) * rank * out;
+        for (uint32_t i = 0; i < in; ++i)
+          for (uint32_t r = 0; r < rank; ++r) p.a[size_t(r) * in + i] = A[size_t(i) * rank + r];
+        for (uint32_t r = 0; r < rank; ++r)
+          for (uint32_t o = 0; o < out; ++o) p.b[size_t(o) * rank + r] = B[size_t(r) * out + o];
+        ad.pairs.push_back(std::move(p));
+      }
+    }
+    std::sort(ad.pairs.begin(), ad.pairs.end(), [](const LoraPair& x, const LoraPair& y) {
+      return std::make_pair(x.layer, ProjIndex(x.proj)) <
+             std::make_pair(y.layer, ProjIndex(y.proj));
+    });
+  }
+  for (const LoraPair& p : ad.pairs)
+    for (const std::vector<float>* v : {&p.a, &p.b})
+      for (float x : *v)
+        if (!std::isfinite(x))
+          return FileError(file, "key '" + p.a_key + "' (or its B) has a non-finite value");
+
+  if (scale_override) {
+    ad.scale = *scale_override;
+    ad.scale_source = "--scale";
+  } else if (!adapter_config_json.empty()) {
+    CACT_ASSIGN_OR_RETURN(ad.scale,
+                          ScaleFromPeftConfig(adapter_config_json, rank, file, &ad.scale_source));
+  } else if (auto it = st.metadata.find("scale"); it != st.metadata.end()) {
+    char* end = nullptr;
+    ad.scale = std::strtod(it->second.c_str(), &end);
+    if (!end || *end || !std::isfinite(ad.scale))
+      return FileError(file, "metadata scale '" + it->second + "' is not a number");
+    ad.scale_source = "the adapter's 'scale'";
+  } else {
+    return FileError(
+        file,
+        "no LoRA scale: give the PEFT adapter config (lora_alpha, r) or an explicit scale, or put "
+        "'scale' in the adapter's metadata");
+  }
+  if (!std::isfinite(ad.scale)) return FileError(file, "the LoRA scale is not finite");
+  return ad;
+}
+
+std::vector<float> LoraDelta(const LoraPair& p, double scale) {
+  const float s = float(scale);
+  std::vector<float> d(size_t(p.out) * p.in);
+  std::vector<float> acc(p.in);
+  for (uint32_t o = 0; o < p.out; ++o) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (uint32_t r = 0; r < p.rank; ++r) {  // left to right over r, per element
+      const float bor = p.b[size_t(o) * p.rank + r];
+      const float* a = p.a.data() + size_t(r) * p.in;
+      for (uint32_t i = 0; i < p.in; ++i) acc[i] += bor * a[i];
+    }
+    for (uint32_t i = 0; i < p.in; ++i) d[size_t(o) * p.in + i] = s * acc[i];
+  }
+  return d;
+}
+
+absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* report,
+                                       const TensorCallback& on_tensor) {
+  const CactFile& base = *req.base;
+  const LoraAdapter& ad = *req.adapter;
+  std::map<std::string, const LoraPair*> by_name;
+  for (const LoraPair& p : ad.pairs) by_name[absl::StrFormat("layer%02d.%s", p.layer, p.proj)] = &p;
+
+  CactContents out;
+  out.geometry = base.geometry();
+  out.codebook.assign(base.codebook().begin(), base.codebook().end());
+  report->scheme = InferScheme(base);
+  report->scheme_source = "base file widths";
+  report->group = base.codebook_group();
+  report->geometry_source = base.path();
+  report->tokenizer_source = base.path() + " (bytes copied)";
+  report->dry_run = req.dry_run;
+  report->notes.push_back(absl::StrFormat(
+      "adapter: %s layout, rank %d, scale %.6g (%s), %d projections", ad.layout,
+      ad.pairs.empty() ? 0 : ad.pairs[0].rank, ad.scale, ad.scale_source, ad.pairs.size()));
+
+  const auto& tensors = base.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorEntry& t = tensors[i];
+    auto [o, blob] = CarryTensor(t);
+    auto it = by_name.find(t.name);
+    if (it == by_name.end()) {
+      CopyBlobBytes(base, t, &blob);
+      o.action = TensorAction::kCopied;
+      o.reason = "not in the adapter";
+    } else {
+      const LoraPair& p = *it->second;
+      if (!t.is_cq() || t.rows() != p.out || t.cols() != p.in)
+        return FileError(base.path(), "tensor '" + t.name + "' is not the CQ [" +
+                                          std::to_string(p.out) + ", " + std::to_string(p.in) +
+                                          "] matrix the adapter expects");
+      const std::vector<float> dw = LoraDelta(p, ad.scale);
+      if (std::all_of(dw.begin(), dw.end(), [](float v) { return v == 0.0f; })) {
+        // B @ A is exactly zero (e.g. a stacked adapter's untrained layers): nothing to merge,
+        // and requantizing W would change bytes the adapter never asked to change.
+        CopyBlobBytes(base, t, &blob);
+        o.action = TensorAction::kCopied;
+        o.reason = "the adapter's update is exactly zero";
+      } else {
+        o.action = TensorAction::kRequantized;
+        o.reason = "LoRA merge (" + p.a_key + ")";
+      }
+      if (!req.dry_run && o.action == TensorAction::kRequantized) {
+        const CqShape shape{p.out, p.in, t.record.group, t.record.bits};
+        const std::vector<float> cb = base.CodebookFor(t.record.bits, t.record.group);
+        CACT_ASSIGN_OR_RETURN(std::vector<float> w, TensorValues(base, t));
+        std::vector<float> merged(w.size());
+        for (size_t k = 0; k < w.size(); ++k) merged[k] = w[k] + dw[k];
+        CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
+        o.rel_mse = m.rel_mse();
+        blob.bytes = PackBlob(m);
+        // How much of dW the quantized result kept, and what requantizing W alone moves.
+        std::vector<float> q(w.size()), q0(w.size());
+        DequantizeBlob(blob.bytes, shape, cb, q.data());
+        DequantizeBlob(PackBlob(QuantizeMatrix(w.data(), shape, cb, req.rotation)), shape, cb,
+                       q0.data());
+        double w2 = 0, d2 = 0, e2 = 0, dot = 0, n2 = 0;
+        for (size_t k = 0; k < w.size(); ++k) {
+          const double e = double(q[k]) - q0[k], n = double(q0[k]) - w[k];
+          w2 += double(w[k]) * w[k];
+          d2 += double(dw[k]) * dw[k];
+          e2 += e * e;
+          dot += e * dw[k];
+          n2 += n * n;
+        }
+        LoraFigures f;
+        f.layer = p.layer;
+        f.rank = p.rank;
+        f.update_rel = w2 > 0 ? std::sqrt(d2 / w2) : 0;
+        f.survived = std::sqrt(e2 / d2);
+        f.aligned = dot / d2;
+        f.noise = std::sqrt(n2 / d2);
+        o.lora = f;
+      }
+    }
+    o.bytes = blob.record.nbytes;
+    report->tensors.push_back(o);
+    out.tensors.push_back(std::move(blob));
+    if (on_tensor) on_tensor(i + 1, tensors.size(), report->tensors.back());
+  }
+  size_t weak = 0;
+  for (const TensorOutcome& t : report->tensors)
+    if (t.lora && t.lora->aligned < 0.5) ++weak;
+  if (weak)
+    report->notes.push_back(absl::StrFormat(
+        "%d of %d merged tensors kept less than half of their update along its direction (aligned "
+        "< 0.5): the "
+        "update is small against the quantization step; the tuned model may behave like the base",
+        weak, report->Count(TensorAction::kRequantized)));
+  return out;
+}
+
+}  // namespace cact
