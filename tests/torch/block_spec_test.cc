@@ -8,8 +8,9 @@
 //       differs); the fast path against the reference relative L2 <= 0.5 % (the fast path's
 //       accuracy contract, tests/engine/fast_forward_test.cc: int8 activations and codebooks);
 //   (b) each move away from its own default-block logits by far more than that tolerance
-//       (100x: 1e-2 relative max difference; 10x for the fast path: 5 % relative L2), so an
-//       executor that ignores the constant fails (b) itself, and (a) for the others.
+//       (100x: 1e-2 relative max difference; 3x for the fast path: 1.5 % relative L2, the
+//       smallest measured move being 2.3 %: 20 Sinkhorn iterations down to one), so an executor that ignores the constant fails (b) itself, and (a) for the
+//       others.
 // The model is the tiny fixture (4 layers, 4 lanes, engram sites at layers 1 and 3).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -31,7 +32,7 @@ namespace {
 constexpr double kTorchTolerance = 1e-4;  // max|diff| / max|reference|
 constexpr double kFastTolerance = 5e-3;   // relative L2
 constexpr double kTorchMoved = 100 * kTorchTolerance;
-constexpr double kFastMoved = 10 * kFastTolerance;
+constexpr double kFastMoved = 3 * kFastTolerance;
 
 double RelL2(const std::vector<float>& a, const std::vector<float>& ref) {
   if (a.size() != ref.size() || ref.empty()) return INFINITY;
