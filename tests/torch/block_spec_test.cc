@@ -9,8 +9,8 @@
 //       accuracy contract, tests/engine/fast_forward_test.cc: int8 activations and codebooks);
 //   (b) each move away from its own default-block logits by far more than that tolerance
 //       (100x: 1e-2 relative max difference; 3x for the fast path: 1.5 % relative L2, the
-//       smallest measured move being 2.3 %: 20 Sinkhorn iterations down to one), so an executor that ignores the constant fails (b) itself, and (a) for the
-//       others.
+//       smallest measured move being 2.3 %: 20 Sinkhorn iterations down to one), so an
+//       executor that ignores the constant fails (b) itself, and (a) for the others.
 // The model is the tiny fixture (4 layers, 4 lanes, engram sites at layers 1 and 3).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
