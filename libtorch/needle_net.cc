@@ -1,6 +1,5 @@
 #include "libtorch/needle_net.h"
 
-#include <array>
 #include <cmath>
 
 #include "absl/strings/match.h"
@@ -8,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "formats/needle/block.h"
 #include "formats/needle/tensor_table.h"
+#include "libtorch/needle_script.h"  // CheckScriptableBlock
 
 namespace cact::train {
 namespace {
@@ -95,21 +95,8 @@ Tensor LaneSum(const Tensor& c, const Lanes& lanes) {
 }  // namespace
 
 NeedleNet::NeedleNet(const Geometry& g) : g_(g) {
-  const BlockSpec& b = g_.block();
-  TORCH_CHECK(b.rope_pairing == RopePairing::kHalfSplit, "NeedleNet: block '", b.name,
-              "': its RoPE pairing is not the half split");
-  // u (set by the pre-mix) is what the post-mix's update is taken against
-  std::array<int, kBlockStages> seen{};
-  for (BlockStage stage : b.stages) {
-    TORCH_CHECK(size_t(stage) < seen.size() && !seen[size_t(stage)]++, "NeedleNet: block '", b.name,
-                "': a stage is repeated or unknown");
-  }
-  TORCH_CHECK(b.stages.front() == BlockStage::kPreMix && b.stages.back() == BlockStage::kPostMix,
-              "NeedleNet: block '", b.name,
-              "': a layer must open with the pre-mix and close with the post-mix");
-  TORCH_CHECK(b.hash_prime < (1u << 31) && b.hash_shift < 32, "NeedleNet: block '", b.name,
-              "': the engram hash needs a prime below 2^31 (products of the int64 emulation "
-              "stay below 2^63) and a shift below 32");
+  const absl::Status s = torchscript::CheckScriptableBlock(g_.block());
+  TORCH_CHECK(s.ok(), "NeedleNet: ", s.message());
 }
 
 std::pair<Tensor, Tensor> NeedleNet::Engram(uint32_t site, const Tensor& tokens,

@@ -286,7 +286,7 @@ std::string EngramModuleName(uint32_t site) { return absl::StrFormat("engram%u",
 
 absl::Status CheckScriptableBlock(const BlockSpec& b) {
   const std::string what =
-      absl::StrCat("the TorchScript emitter cannot write block '", b.name, "': ");
+      absl::StrCat("the libtorch executors cannot run block '", b.name, "': ");
   if (b.rope_pairing != RopePairing::kHalfSplit) {
     return absl::UnimplementedError(what + "its RoPE pairing is not the half split");
   }

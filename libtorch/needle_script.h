@@ -38,9 +38,9 @@ std::string TopSource(const ScriptConfig& c);
 std::string LayerModuleName(uint32_t layer);  // "layer03"
 std::string EngramModuleName(uint32_t site);  // "engram1"
 
-// Whether the emitter can write `block` (geometry.block()): the RoPE pairing it implements,
+// Whether the libtorch executors (this emitter and NeedleNet) can run `block`: the RoPE pairing
 // a stage order whose layer opens with the pre-mix and closes with the post-mix, and an
-// engram hash its int64 emulation computes exactly. The sources above assume it holds.
+// engram hash their int64 emulation computes exactly. The sources above assume it holds.
 absl::Status CheckScriptableBlock(const BlockSpec& block);
 
 }  // namespace cact::torchscript
