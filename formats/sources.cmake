@@ -4,6 +4,7 @@ set(CACT_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cact/accounting.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/cact_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/cq_types.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cact/finite_check.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/geometry_json.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/header.cc
   ${CMAKE_CURRENT_LIST_DIR}/cact/writer.cc

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lib/file_bytes.h"
+#include "lib/file_identity.h"
 #include "lib/status.h"
 
 namespace cact {
@@ -18,6 +19,27 @@ static std::string ErrnoText() { return std::strerror(errno); }
 absl::StatusOr<AtomicFileWriter> AtomicFileWriter::Create(const std::string& path) {
   AtomicFileWriter w;
   w.path_ = path;
+  if (path.empty()) return absl::InvalidArgumentError("empty output path");
+  if (path == "-") {
+    CACT_RETURN_IF_ERROR(CheckOutputFdIsNotInput(STDOUT_FILENO, "standard output"));
+    w.fd_ = ::dup(STDOUT_FILENO);
+    if (w.fd_ < 0) return FileError("standard output", "cannot write: " + ErrnoText());
+    w.path_ = "standard output";
+    w.through_ = true;
+    return w;
+  }
+  CACT_RETURN_IF_ERROR(CheckOutputIsNotInput(path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return FileError(path, "output path is a directory");
+    if (!S_ISREG(st.st_mode)) {
+      // A device, FIFO or socket: renaming over it would replace the node itself.
+      w.fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+      if (w.fd_ < 0) return FileError(path, "cannot open for writing: " + ErrnoText());
+      w.through_ = true;
+      return w;
+    }
+  }
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
   std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
@@ -39,14 +61,15 @@ AtomicFileWriter::AtomicFileWriter(AtomicFileWriter&& o) noexcept
       tmp_(std::move(o.tmp_)),
       fd_(o.fd_),
       written_(o.written_),
-      committed_(o.committed_) {
+      committed_(o.committed_),
+      through_(o.through_) {
   o.fd_ = -1;
   o.committed_ = true;  // the moved-from object owns nothing
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+  if (!committed_ && !through_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 absl::Status AtomicFileWriter::Write(std::span<const uint8_t> bytes) {
@@ -77,6 +100,16 @@ absl::Status AtomicFileWriter::WriteZeros(uint64_t n) {
 }
 
 absl::Status AtomicFileWriter::Commit() {
+  if (through_) {
+    // Pipes and most devices cannot fsync (EINVAL); a device that can reports its errors.
+    if (::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS && errno != ENOTSUP)
+      return FileError(path_, "write failed: " + ErrnoText());
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) return FileError(path_, "close failed: " + ErrnoText());
+    committed_ = true;
+    return absl::OkStatus();
+  }
   if (::fsync(fd_) != 0) return FileError(path_, "fsync failed: " + ErrnoText());
   if (::close(fd_) != 0) {
     fd_ = -1;

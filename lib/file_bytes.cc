@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lib/file_identity.h"
 #include "lib/status.h"
 
 namespace cact {
@@ -71,6 +72,7 @@ absl::StatusOr<FileBytes> FileBytes::Open(const std::string& path, uint64_t max_
     ::close(fd);
     return FileError(path, "not a regular file");
   }
+  NoteInput(path);
   FileBytes fb;
   fb.path_ = path;
   size_t len = static_cast<size_t>(st.st_size);

@@ -4,6 +4,7 @@ set(CACT_LIB_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_bytes.cc
+  ${CMAKE_CURRENT_LIST_DIR}/file_identity.cc
   ${CMAKE_CURRENT_LIST_DIR}/float16.cc
   ${CMAKE_CURRENT_LIST_DIR}/heap_reserve.cc
   ${CMAKE_CURRENT_LIST_DIR}/npy.cc

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "formats/cact/cact_file.h"
+#include "formats/cact/finite_check.h"
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
 #include "lib/status.h"
@@ -66,6 +67,11 @@ absl::StatusOr<std::vector<uint8_t>> SerializeCact(const CactContents& c, const 
                                              "that position",
                                              i, want, parsed->tensors()[i].name));
   }
+  uint64_t non_finite = 0;
+  const std::vector<NonFiniteValue> bad = FindNonFinite(*parsed, 1, &non_finite);
+  if (!bad.empty())
+    return FileError(name, absl::StrFormat("refusing to write a non-finite value: %s (%d in all)",
+                                           bad[0].Describe(), non_finite));
   return out;
 }
 

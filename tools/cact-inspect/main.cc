@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "cact-inspect: what is inside a .cact file (header, codebooks, tensors, "
       "bits-per-weight accounting, checksums, validation, diffs)"};
-  cact::tools::AddVersionFlag(app, "cact-inspect");
+  cact::tools::SetUpTool(app, "cact-inspect");
   app.require_subcommand(1);
   cact::inspect::Options o;
 

@@ -53,7 +53,7 @@ void SchemePreset(CLI::App* c, CLI::Option* scheme, Options& o) {
 int main(int argc, char** argv) {
   CLI::App app{
       "cact-quant: quantize float weights into .cact files, change widths, merge LoRA adapters"};
-  cact::tools::AddVersionFlag(app, "cact-quant");
+  cact::tools::SetUpTool(app, "cact-quant");
   app.require_subcommand(1);
   Options o;
 

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
       "generation, the Needle chat template, path validation, timings"};
-  cact::tools::AddVersionFlag(app, kTool);
+  cact::tools::SetUpTool(app, kTool);
   cact::RunRequest req;
   std::string tokens, tools_file, prompt, query, system, path = "auto";
   bool ref = false, json = false;

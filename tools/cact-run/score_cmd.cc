@@ -100,7 +100,7 @@ int PerplexityMain(int argc, char** argv) {
       "cact-run perplexity: how well a model predicts a text (llama-perplexity style). The text "
       "is cut into chunks of ctx-1 tokens, each fed after BOS; every token is scored from its "
       "chunk's prefix."};
-  tools::AddVersionFlag(app, kTool);
+  tools::SetUpTool(app, "cact-run perplexity", kTool);
   std::string model;
   ScoringFlags flags;
   app.add_option("model", model, ".cact or .cact.zst model")->required();
@@ -118,7 +118,7 @@ int CompareMain(int argc, char** argv) {
       "cact-run compare: how far OTHER's predictions moved from BASE's on the same text: "
       "KL(P_base || P_other) per token, top-1 agreement, the correct token's probability, "
       "both perplexities (llama-perplexity --kl-divergence style)"};
-  tools::AddVersionFlag(app, kTool);
+  tools::SetUpTool(app, "cact-run compare", kTool);
   std::string base, other, svg;
   ScoringFlags flags;
   app.add_option("base", base, "the base model (.cact)")->required();

@@ -190,7 +190,7 @@ int Fail(const absl::Status& s) {
 
 int main(int argc, char** argv) {
   CLI::App app{"cact-torch: .cact <-> TorchScript / safetensors"};
-  tools::AddVersionFlag(app, kTool);
+  tools::SetUpTool(app, kTool);
   app.require_subcommand(1);
 
   std::string ex_in, ex_out, ex_format = "torchscript";

@@ -648,7 +648,7 @@ absl::StatusOr<std::string> RunBench(const BenchOptions& options) {
 
 int BenchMain(int argc, char** argv) {
   CLI::App app{"cact-run bench: throughput of the forward paths side by side (llama-bench style)"};
-  tools::AddVersionFlag(app, "cact-run");
+  tools::SetUpTool(app, "cact-run bench", "cact-run");
   BenchOptions o;
   std::string prompt = "256", depths = "0,256,1024,2048", threads = "1,2",
               arms = "fast,fast-int8,ref";
