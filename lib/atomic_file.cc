@@ -110,14 +110,21 @@ absl::Status AtomicFileWriter::Commit() {
     committed_ = true;
     return absl::OkStatus();
   }
-  if (::fsync(fd_) != 0) return FileError(path_, "fsync failed: " + ErrnoText());
-  if (::close(fd_) != 0) {
+  // A failed commit removes its temporary file at once (the caller may keep the writer).
+  auto fail = [this](const std::string& what) {
+    const absl::Status st = FileError(path_, what + ErrnoText());
+    if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-    return FileError(path_, "close failed: " + ErrnoText());
-  }
+    ::unlink(tmp_.c_str());
+    tmp_.clear();
+    return st;
+  };
+  if (::fsync(fd_) != 0) return fail("fsync failed: ");
+  const int rc = ::close(fd_);
   fd_ = -1;
+  if (rc != 0) return fail("close failed: ");
   if (::rename(tmp_.c_str(), path_.c_str()) != 0)
-    return FileError(path_, "cannot rename temporary file into place: " + ErrnoText());
+    return fail("cannot rename temporary file into place: ");
   committed_ = true;
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "lib/status.h"
@@ -24,9 +25,15 @@ std::vector<Identity>& Registry() {
   return inputs;
 }
 
+// The noted input that `st` is. An entry whose path no longer names that file (deleted, its
+// inode number reused by a new file) is stale and matches nothing.
 const Identity* FindNoted(const struct stat& st) {
-  for (const Identity& id : Registry())
-    if (id.dev == st.st_dev && id.ino == st.st_ino) return &id;
+  for (const Identity& id : Registry()) {
+    if (id.dev != st.st_dev || id.ino != st.st_ino) continue;
+    struct stat now {};
+    if (::stat(id.path.c_str(), &now) == 0 && now.st_dev == id.dev && now.st_ino == id.ino)
+      return &id;
+  }
   return nullptr;
 }
 
@@ -36,9 +43,14 @@ absl::Status Refuse(const std::string& output, const std::string& role, const st
                                        same + "; refusing to replace it (write elsewhere)");
 }
 
+std::atomic<bool> recording{false};
+
 }  // namespace
 
+void RecordInputs(bool on) { recording = on; }
+
 void NoteInput(const std::string& path) {
+  if (!recording) return;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return;
   std::lock_guard<std::mutex> lock(RegistryMutex());

@@ -1,6 +1,6 @@
 // Outputs never replace inputs. Every file a command reads is recorded here (FileBytes::Open
-// does it; other readers call NoteInput), and every output (AtomicFileWriter) is checked
-// against the record: an output that is an input under another name (a hard link, a symbolic
+// does it; other readers call NoteInput; the tools turn recording on), and every output
+// (AtomicFileWriter) is checked against the record: an output that is an input under another name (a hard link, a symbolic
 // link, `./x` for `x`) is refused. Tools also check their paths before any work with
 // CheckOutputIsNotInput, so a refused command has not spent its time first.
 #pragma once
@@ -11,8 +11,11 @@
 
 namespace cact {
 
-// Records `path` (after symbolic links) as an input of this process; a path that does not
-// exist is ignored.
+// Whether this process records its inputs (off by default: a library user may well read a
+// file and write it back; the tools turn it on, tools/common/cli.h).
+void RecordInputs(bool on);
+// Records `path` (after symbolic links) as an input of this process when recording is on; a
+// path that does not exist is ignored.
 void NoteInput(const std::string& path);
 
 // FailedPrecondition naming `output` when it is the same file as any of `inputs` (each

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
 #include "lib/float16.h"

@@ -19,13 +19,7 @@ using testing::ReadAll;
 using testing::TempDir;
 using testing::WriteAll;
 
-std::vector<std::string> Listing(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(dir))
-    names.push_back(e.path().filename());
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using testing::Listing;
 
 // The AMX check asks Linux once and answers the same every time; the vpermb bit comes with
 // AVX-512 (both need the OS to save the zmm state).
@@ -120,12 +114,27 @@ TEST(AtomicFile, WriterDestroyedWithoutCommitLeavesNothing) {
 
 TEST(AtomicFile, FailedRenameLeavesNoTemp) {
   TempDir dir;
-  // The target is a non-empty directory: the rename must fail and the temp must go away.
+  // The target becomes a non-empty directory while the temp is written: the rename must fail
+  // and the temp must go away.
+  auto w = AtomicFileWriter::Create(dir / "target");
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE(w->Write(std::vector<uint8_t>{1, 2}).ok());
+  std::filesystem::create_directory(dir / "target");
+  WriteAll(dir / "target/keep", {9});
+  const absl::Status st = w->Commit();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot rename"), std::string::npos) << st;
+  EXPECT_EQ(Listing(dir.path()), std::vector<std::string>{"target"});
+  EXPECT_EQ(Listing(dir / "target"), std::vector<std::string>{"keep"});
+}
+
+TEST(AtomicFile, ADirectoryOutputIsRefusedBeforeAnyTemp) {
+  TempDir dir;
   std::filesystem::create_directory(dir / "target");
   WriteAll(dir / "target/keep", {9});
   const absl::Status st = WriteFileAtomic(dir / "target", std::vector<uint8_t>{1, 2});
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("cannot rename"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("output path is a directory"), std::string::npos) << st;
   EXPECT_EQ(Listing(dir.path()), std::vector<std::string>{"target"});
   EXPECT_EQ(Listing(dir / "target"), std::vector<std::string>{"keep"});
 }
