@@ -71,8 +71,8 @@ case "$MODE" in
       cmake --build "$BUILD" -j"$JOBS" --target cact-inspect cact-quant cact-run
     mkdir -p out
     B="$BUILD/tools"
-    step "cact-quant synth --preset needle2 (synthetic model, released geometry)" \
-      "$B/cact-quant" synth --preset needle2 --seed 1 -o out/needle2.cact
+    step "cact-quant synth --geometry needle2 (synthetic model, released geometry)" \
+      "$B/cact-quant" synth --geometry needle2 --seed 1 -o out/needle2.cact
     # The demos run the trained reference model (docs/training.md): random weights would
     # prove exactness, not quality.
     REF=docs/reference-model/reference.cact

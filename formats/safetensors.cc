@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/header.h"
 #include "formats/le_bytes.h"
 #include "lib/atomic_file.h"
 #include "lib/file_bytes.h"
@@ -97,16 +98,23 @@ absl::StatusOr<Safetensors> ParseSafetensors(std::span<const uint8_t> bytes,
     return FormatError(
         name, "header length", 0,
         absl::StrFormat("file has %d bytes, the length prefix needs 8", bytes.size()));
+  // A .cact model is the usual wrong file: say so instead of quoting its tag as a length.
+  if (LoadLE32(bytes.data()) == kCactTag)
+    return FileError(name, "is a .cact model (it starts with the .cact tag), not a safetensors "
+                           "file");
   const uint64_t n = LoadLE64(bytes.data());
-  // Bound the header before touching (or allocating for) it.
+  // Bound the header before touching (or allocating for) it: first by the file itself, which
+  // tells a file of another kind (whose first bytes are no length) from a safetensors file,
+  // then by the limit.
+  if (n > bytes.size() - 8)
+    return FormatError(name, "header length", 0,
+                       absl::StrFormat("%d bytes but only %d follow the prefix (file size %d): "
+                                       "not a safetensors file, or a truncated one",
+                                       n, bytes.size() - 8, bytes.size()));
   if (n > kMaxSafetensorsHeader)
     return FormatError(
         name, "header length", 0,
         absl::StrFormat("%d bytes is more than the %d byte limit", n, kMaxSafetensorsHeader));
-  if (n > bytes.size() - 8)
-    return FormatError(
-        name, "header length", 0,
-        absl::StrFormat("%d bytes but only %d follow the prefix", n, bytes.size() - 8));
   const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
   nlohmann::json j = nlohmann::json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())

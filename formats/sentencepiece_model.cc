@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/header.h"
+#include "formats/le_bytes.h"
 #include "formats/protobuf_wire.h"
 #include "lib/file_bytes.h"
 #include "lib/status.h"
@@ -57,10 +59,7 @@ absl::Status ParsePiece(const WireField& field, const std::string& name, Tokeniz
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<TokenizerBlob> ParseSentencePieceModel(std::span<const uint8_t> bytes,
-                                                      const std::string& name) {
+absl::StatusOr<TokenizerBlob> ParseModel(std::span<const uint8_t> bytes, const std::string& name) {
   TokenizerBlob t;
   // Proto defaults (TrainerSpec: unk 0, bos 1, eos 2, pad -1; add_dummy_prefix true).
   int64_t unk = 0, bos = 1, eos = 2, pad = -1;
@@ -113,6 +112,22 @@ absl::StatusOr<TokenizerBlob> ParseSentencePieceModel(std::span<const uint8_t> b
   t.pad_id = uint32_t(pad);
   t.add_dummy_prefix = add_dummy_prefix ? 1 : 0;
   t.byte_fallback = byte_fallback ? 1 : 0;
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<TokenizerBlob> ParseSentencePieceModel(std::span<const uint8_t> bytes,
+                                                      const std::string& name) {
+  // A .cact model is the usual wrong file (it holds a tokenizer, in another form).
+  if (bytes.size() >= 4 && LoadLE32(bytes.data()) == kCactTag)
+    return FileError(name, "is a .cact model, not a SentencePiece .model");
+  absl::StatusOr<TokenizerBlob> t = ParseModel(bytes, name);
+  // A wire error on a file of another kind reads like damage: say what was expected.
+  if (!t.ok() && t.status().message().find(": protobuf ") != std::string_view::npos)
+    return absl::Status(t.status().code(),
+                        std::string(t.status().message()) +
+                            " (not a SentencePiece .model, or a damaged one)");
   return t;
 }
 

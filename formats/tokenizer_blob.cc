@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/header.h"
 #include "formats/le_bytes.h"
 #include "lib/status.h"
 
@@ -21,6 +22,9 @@ absl::StatusOr<TokenizerBlob> ParseTokenizerBlob(std::span<const uint8_t> bytes,
     return FormatError(
         file, "tokenizer header", base_offset,
         absl::StrFormat("blob has %d bytes, the header needs %d", bytes.size(), kBlobHeaderBytes));
+  // A standalone blob file that is a whole .cact model (the blob is its last record).
+  if (base_offset == 0 && LoadLE32(bytes.data()) == kCactTag)
+    return FileError(file, "is a .cact model, not a tokenizer blob");
   const uint8_t* p = bytes.data();
   TokenizerBlob t;
   const uint32_t n = LoadLE32(p);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <limits>
 #include <map>
 #include <regex>
 
@@ -53,6 +55,42 @@ absl::StatusOr<double> ScaleFromPeftConfig(const std::string& json, uint32_t ran
   *source = rslora ? "lora_alpha / sqrt(r) (adapter config, use_rslora)"
                    : "lora_alpha / r (adapter config)";
   return rslora ? alpha / std::sqrt(double(rank)) : alpha / double(rank);
+}
+
+// W + dW in float32, refused (naming the tensor) when any value is not finite: a huge scale
+// overflows float32, and no writer may emit such a value.
+absl::StatusOr<std::vector<float>> MergedWeight(const std::string& tensor,
+                                                const std::vector<float>& w,
+                                                const std::vector<float>& dw, double scale) {
+  std::vector<float> merged(w.size());
+  for (size_t k = 0; k < w.size(); ++k) {
+    merged[k] = w[k] + dw[k];
+    if (!std::isfinite(merged[k]))
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "tensor '%s': the LoRA merge gives a non-finite value at element %d (update %g at "
+          "scale %g); refusing to write it",
+          tensor, k, dw[k], scale));
+  }
+  return merged;
+}
+
+// ||dW|| / ||W||, refused above `bound` (an all-zero W counts as infinitely exceeded).
+absl::StatusOr<double> CheckUpdateSize(const std::string& tensor, const std::vector<float>& w,
+                                       const std::vector<float>& dw, double scale, double bound) {
+  double w2 = 0, d2 = 0;
+  for (size_t k = 0; k < w.size(); ++k) {
+    w2 += double(w[k]) * w[k];
+    d2 += double(dw[k]) * dw[k];
+  }
+  const double ratio = w2 > 0 ? std::sqrt(d2 / w2)
+                       : d2 > 0 ? std::numeric_limits<double>::infinity()
+                                : 0.0;
+  if (ratio > bound)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "tensor '%s': the LoRA update is far larger than the weight (|dW|/|W| = %.3g > %g at "
+        "scale %g): a wrong --scale or adapter? --allow-large-update merges it anyway",
+        tensor, ratio, bound, scale));
+  return ratio;
 }
 
 }  // namespace
@@ -202,6 +240,32 @@ absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& st, const std::s
   return ad;
 }
 
+absl::StatusOr<LoraAdapterFiles> FindLoraAdapterFiles(const std::string& adapter,
+                                                      const std::string& adapter_config) {
+  namespace fs = std::filesystem;
+  constexpr const char* kWeights = "adapter_model.safetensors";
+  constexpr const char* kConfig = "adapter_config.json";
+  LoraAdapterFiles f;
+  f.weights = adapter;
+  std::error_code ec;
+  if (fs::is_directory(adapter, ec)) {
+    f.weights = (fs::path(adapter) / kWeights).string();
+    if (!fs::exists(f.weights, ec))
+      return FileError(adapter, absl::StrCat("is a directory without ", kWeights,
+                                             " (a PEFT adapter directory holds ", kWeights,
+                                             " and ", kConfig, ")"));
+  }
+  f.config = adapter_config;
+  if (f.config.empty() && f.weights.ends_with(".safetensors")) {
+    const fs::path beside = fs::path(f.weights).parent_path() / kConfig;
+    if (fs::is_regular_file(beside, ec)) {
+      f.config = beside.string();
+      f.config_found = true;
+    }
+  }
+  return f;
+}
+
 std::vector<float> LoraDelta(const LoraPair& p, double scale) {
   const float s = float(scale);
   std::vector<float> d(size_t(p.out) * p.in);
@@ -264,12 +328,17 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         o.action = TensorAction::kRequantized;
         o.reason = "LoRA merge (" + p.a_key + ")";
       }
+      std::vector<float> w, merged;
+      double update_rel = 0;
+      if (o.action == TensorAction::kRequantized) {
+        CACT_ASSIGN_OR_RETURN(w, TensorValues(base, t));
+        CACT_ASSIGN_OR_RETURN(merged, MergedWeight(t.name, w, dw, ad.scale));
+        CACT_ASSIGN_OR_RETURN(update_rel,
+                              CheckUpdateSize(t.name, w, dw, ad.scale, req.max_update_ratio));
+      }
       if (!req.dry_run && o.action == TensorAction::kRequantized) {
         const CqShape shape{p.out, p.in, t.record.group, t.record.bits};
         const std::vector<float> cb = base.CodebookFor(t.record.bits, t.record.group);
-        CACT_ASSIGN_OR_RETURN(std::vector<float> w, TensorValues(base, t));
-        std::vector<float> merged(w.size());
-        for (size_t k = 0; k < w.size(); ++k) merged[k] = w[k] + dw[k];
         CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
         o.rel_mse = m.rel_mse();
         blob.bytes = PackBlob(m);
@@ -278,10 +347,9 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         DequantizeBlob(blob.bytes, shape, cb, q.data());
         DequantizeBlob(PackBlob(QuantizeMatrix(w.data(), shape, cb, req.rotation)), shape, cb,
                        q0.data());
-        double w2 = 0, d2 = 0, e2 = 0, dot = 0, n2 = 0;
+        double d2 = 0, e2 = 0, dot = 0, n2 = 0;
         for (size_t k = 0; k < w.size(); ++k) {
           const double e = double(q[k]) - q0[k], n = double(q0[k]) - w[k];
-          w2 += double(w[k]) * w[k];
           d2 += double(dw[k]) * dw[k];
           e2 += e * e;
           dot += e * dw[k];
@@ -290,7 +358,7 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         LoraFigures f;
         f.layer = p.layer;
         f.rank = p.rank;
-        f.update_rel = w2 > 0 ? std::sqrt(d2 / w2) : 0;
+        f.update_rel = update_rel;
         f.survived = std::sqrt(e2 / d2);
         f.aligned = dot / d2;
         f.noise = std::sqrt(n2 / d2);

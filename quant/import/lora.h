@@ -49,12 +49,33 @@ absl::StatusOr<LoraAdapter> ParseLoraAdapter(const Safetensors& adapter, const s
                                              std::optional<double> scale_override,
                                              const Geometry& g);
 
+// Where an adapter's files are, as PEFT users hand them over. `adapter` is the weights file
+// or a directory holding adapter_model.safetensors. The config is `adapter_config` when
+// given, else the adapter_config.json beside safetensors weights when there is one, else "".
+// Only looks at the file system; reads nothing.
+struct LoraAdapterFiles {
+  std::string weights, config;
+  bool config_found = false;  // the config was found beside the weights, not given
+};
+absl::StatusOr<LoraAdapterFiles> FindLoraAdapterFiles(const std::string& adapter,
+                                                      const std::string& adapter_config);
+
 // dW for one pair, [out, in] row-major, exactly as documented above.
 std::vector<float> LoraDelta(const LoraPair& p, double scale);
+
+// The largest ||dW|| / ||W|| (Frobenius norms, per merged tensor) merged without being asked
+// to. Fine-tunes move a weight by a few percent (the worked example in docs/cact-quant.md:
+// 0.05); an update ten times the weight leaves less than a tenth of it in the result, which
+// is a wrong --scale or adapter far more often than a wish. The tests' deliberately large
+// merges reach 5.6.
+inline constexpr double kMaxLoraUpdateRatio = 10.0;
 
 struct LoraRequest {
   const CactFile* base = nullptr;
   const LoraAdapter* adapter = nullptr;
+  // A tensor whose update exceeds this ratio is refused, naming it (infinity: no bound).
+  // Non-finite merged values are refused always.
+  double max_update_ratio = kMaxLoraUpdateRatio;
   CqRotation rotation = CqRotation::kFwht;
   bool dry_run = false;
 };

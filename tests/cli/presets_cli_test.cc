@@ -25,7 +25,8 @@ nlohmann::json PresetsJson() {
 
 TEST(PresetsCli, NeedleSizeIsTheSizeOfTheSyntheticNeedle2File) {
   TempDir dir;
-  auto synth = testing::Run(Quant() + " synth --preset needle2 --seed 1 -q -o " + dir / "n2.cact");
+  auto synth =
+      testing::Run(Quant() + " synth --geometry needle2 --seed 1 -q -o " + dir / "n2.cact");
   ASSERT_EQ(synth.exit_code, 0) << synth.output;
   uint64_t listed = 0;
   for (const auto& p : PresetsJson())

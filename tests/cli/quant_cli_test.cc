@@ -274,7 +274,8 @@ TEST(QuantCli, RequantChangesOnlyTheAskedWidths) {
 
 TEST(QuantCli, SyntheticNeedle2HasTheReleasedAccounting) {
   TempDir dir;
-  auto r = testing::Run(Quant() + " synth --preset needle2 --seed 1 -o " + dir / "n2.cact --json");
+  auto r =
+      testing::Run(Quant() + " synth --geometry needle2 --seed 1 -o " + dir / "n2.cact --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["counts"]["quantized"], 145);
@@ -289,6 +290,277 @@ TEST(QuantCli, SyntheticNeedle2HasTheReleasedAccounting) {
   // The spec's "Released file, measured" rows (the tokenizer row depends on the tokenizer).
   testing::ExpectReleasedNeedle2Classes(a);
   EXPECT_EQ(a.norm_bytes, 676096u);
+}
+
+
+// ---- Inputs are never lost; writes that fail exit 2 ----
+
+// A rank-2 PEFT adapter of layer 1's q_proj for `model` (values ~0.01: |dW|/|W| small at the
+// config's scale 1), written as a PEFT directory: adapter_model.safetensors +
+// adapter_config.json.
+void WritePeftAdapter(const std::string& model, const std::string& dir) {
+  absl::StatusOr<CactFile> base = CactFile::Open(model);
+  ASSERT_TRUE(base.ok()) << base.status();
+  const Geometry& g = base->geometry();
+  const uint32_t r = 2, in = g.d_model, out = g.attn_dim();
+  const std::string key = "base_model.model.model.layers.1.self_attn.q_proj.lora_";
+  Safetensors st;
+  st.tensors.push_back({key + "A.weight", {r, in}, std::vector<float>(r * in), "F32"});
+  st.tensors.push_back({key + "B.weight", {out, r}, std::vector<float>(out * r), "F32"});
+  uint32_t seed = 7;
+  for (FloatTensor& t : st.tensors)
+    for (float& v : t.data)
+      v = float(int((seed = seed * 1103515245u + 12345u) >> 16) % 2001 - 1000) * 1e-5f;
+  std::filesystem::create_directories(dir);
+  ASSERT_TRUE(WriteSafetensors(dir + "/adapter_model.safetensors", st).ok());
+  std::ofstream(dir + "/adapter_config.json") << R"({"peft_type": "LORA", "r": 2, "lora_alpha": 2})";
+}
+
+size_t Lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(QuantCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
+  TempDir dir;
+  const std::string model = dir / "m.cact";
+  testing::WriteAll(model, ReadAll(Fixture("tiny", "model.cact")));
+  const std::vector<uint8_t> before = ReadAll(model);
+  std::filesystem::create_hard_link(model, dir / "hard.cact");
+  std::filesystem::create_symlink(model, dir / "soft.cact");
+  WritePeftAdapter(model, dir / "peft");
+  for (const std::string& out : {model, dir / "hard.cact", dir / "soft.cact", dir / "./m.cact"}) {
+    const std::vector<std::string> commands = {
+        " dequant " + model + " -o " + out,
+        " requant " + model + " --preset cq4 -o " + out,
+        " lora " + model + " --adapter " + dir / "peft" + " -o " + out,
+        " build --weights " + Fixture("tiny", "weights.safetensors") + " --base " + model +
+            " -o " + out,
+    };
+    for (const std::string& c : commands) {
+      auto r = testing::Run(Quant() + c);
+      EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
+      EXPECT_EQ(Lines(r.output), 1u) << c << "\n" << r.output;
+      EXPECT_NE(r.output.find("is an input of this command"), std::string::npos) << r.output;
+      EXPECT_EQ(ReadAll(model), before) << c;
+    }
+  }
+  // The files inside a PEFT directory are inputs too, and so is --weights-out's source.
+  const std::vector<uint8_t> config = ReadAll(dir / "peft/adapter_config.json");
+  auto cfg = testing::Run(Quant() + " lora " + model + " --adapter " + dir / "peft" + " -o " +
+                          dir / "peft/adapter_config.json");
+  EXPECT_EQ(cfg.exit_code, 2) << cfg.output;
+  EXPECT_EQ(ReadAll(dir / "peft/adapter_config.json"), config);
+  auto weights_out = testing::Run(Quant() + " synth --geometry small -q -o " + dir / "s.cact" +
+                                  " --weights-out " + dir / "s.cact");
+  EXPECT_EQ(weights_out.exit_code, 2) << weights_out.output;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir / "soft.cact"));
+}
+
+TEST(QuantCli, AFailedWriteExitsTwoNamingThePath) {
+  // /dev/full exists on every Linux this project supports: without it this test cannot run.
+  ASSERT_TRUE(std::filesystem::is_character_file("/dev/full"));
+  const std::vector<std::string> commands = {
+      " requant " + Fixture("tiny", "model.cact") + " --preset cq4 -q -o /dev/full",
+      " dequant " + Fixture("tiny", "model.cact") + " -o /dev/full",
+      " synth --geometry small -q -o /dev/full",
+  };
+  for (const std::string& c : commands) {
+    auto r = testing::Run(Quant() + c);
+    EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
+    EXPECT_NE(r.output.find("cact-quant: /dev/full: "), std::string::npos) << r.output;
+  }
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
+}
+
+// ---- Flags ----
+
+TEST(QuantCli, KvWindowMustFitTheModel) {
+  TempDir dir;
+  const std::string model = Fixture("tiny", "model.cact");
+  absl::StatusOr<CactFile> in = CactFile::Open(model);
+  ASSERT_TRUE(in.ok());
+  const uint32_t max = in->geometry().max_seq_len;
+  for (const std::string& bad :
+       std::vector<std::string>{"0", "-1", "x", std::to_string(max + 1), "99999999"}) {
+    auto r = testing::Run(Quant() + " requant " + model + " --preset cq4 -q --kv-window " + bad +
+                          " -o " + dir / "w.cact");
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_EQ(Lines(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find("--kv-window"), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "w.cact"));
+  }
+  auto over = testing::Run(Quant() + " synth --geometry small -q --kv-window 99999999 -o " +
+                           dir / "w.cact");
+  EXPECT_EQ(over.exit_code, 2) << over.output;
+  EXPECT_NE(over.output.find("max_seq_len"), std::string::npos) << over.output;
+  auto ok = testing::Run(Quant() + " requant " + model + " --preset cq4 -q --kv-window " +
+                         std::to_string(max) + " -o " + dir / "w.cact");
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  absl::StatusOr<CactFile> out = CactFile::Open(dir / "w.cact");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->geometry().kv_window, max);
+}
+
+TEST(QuantCli, ScalesAndTolerancesMustBeFinite) {
+  TempDir dir;
+  WritePeftAdapter(Fixture("tiny", "model.cact"), dir / "peft");
+  const std::vector<std::string> commands = {
+      " lora " + Fixture("tiny", "model.cact") + " --adapter " + dir / "peft" + " --scale nan",
+      " lora " + Fixture("tiny", "model.cact") + " --adapter " + dir / "peft" + " --scale inf",
+      " build --checkpoint c.pkl --lora a.pkl --tokenizer t.model --scale nan",
+      " convert c.pkl --lora a.pkl --scale -inf",
+      " build --weights " + Fixture("tiny", "weights.safetensors") + " --base " +
+          Fixture("tiny", "model.cact") + " --keep-tolerance nan",
+      " build --weights " + Fixture("tiny", "weights.safetensors") + " --base " +
+          Fixture("tiny", "model.cact") + " --keep-tolerance 2",
+  };
+  for (const std::string& c : commands) {
+    auto r = testing::Run(Quant() + c + " -o " + dir / "x.out");
+    EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
+    EXPECT_EQ(Lines(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find("must be finite"), std::string::npos) << r.output;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.out"));
+}
+
+TEST(QuantCli, SynthTakesItsGeometryAsGeometry) {
+  TempDir dir;
+  auto g = testing::Run(Quant() + " synth --geometry small --seed 2 -q -o " + dir / "g.cact");
+  ASSERT_EQ(g.exit_code, 0) << g.output;
+  // The old name still works, and is not advertised.
+  auto p = testing::Run(Quant() + " synth --preset small --seed 2 -q -o " + dir / "p.cact");
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_EQ(ReadAll(dir / "g.cact"), ReadAll(dir / "p.cact"));
+  auto help = testing::Run(Quant() + " synth --help");
+  EXPECT_NE(help.output.find("--geometry"), std::string::npos) << help.output;
+  EXPECT_EQ(help.output.find("--preset"), std::string::npos) << help.output;
+  auto bad = testing::Run(Quant() + " synth --geometry nope -o " + dir / "n.cact");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+}
+
+TEST(QuantCli, DequantTakesQuietAndDryRunLikeEveryCommand) {
+  TempDir dir;
+  auto dry = testing::Run(Quant() + " dequant -q --dry-run " + Fixture("tiny", "model.cact") +
+                          " -o " + dir / "w.safetensors");
+  ASSERT_EQ(dry.exit_code, 0) << dry.output;
+  EXPECT_NE(dry.output.find("dry run, nothing written"), std::string::npos) << dry.output;
+  EXPECT_TRUE(Listing(dir).empty());
+  auto q = testing::Run(Quant() + " dequant -q " + Fixture("tiny", "model.cact") + " -o " +
+                        dir / "w.safetensors");
+  ASSERT_EQ(q.exit_code, 0) << q.output;
+  EXPECT_TRUE(ReadSafetensors(dir / "w.safetensors").ok());
+}
+
+TEST(QuantCli, EveryHelpShowsAnExample) {
+  for (const std::string c :
+       {"", "codebook", "build", "requant", "presets", "lora", "synth", "dequant", "convert"}) {
+    auto r = testing::Run(Quant() + " " + c + " --help");
+    EXPECT_EQ(r.exit_code, 0) << c;
+    EXPECT_NE(r.output.find("Example:\n  cact-quant " + c), std::string::npos) << r.output;
+  }
+}
+
+// ---- LoRA: updates that are finite and of a sane size ----
+
+TEST(QuantCli, AFarTooLargeLoraUpdateIsRefusedUnlessAllowed) {
+  TempDir dir;
+  const std::string model = Fixture("tiny", "model.cact");
+  WritePeftAdapter(model, dir / "peft");
+  const std::string lora = Quant() + " lora " + model + " --adapter " + dir / "peft";
+  for (const std::string scale : {"1e5", "-1e30"}) {
+    auto r = testing::Run(lora + " -q --scale " + scale + " -o " + dir / "big.cact");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_EQ(Lines(r.output), 1u) << r.output;
+    EXPECT_NE(r.output.find("tensor 'layer01.q_proj': the LoRA update is far larger than the "
+                            "weight (|dW|/|W| = "),
+              std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("--allow-large-update"), std::string::npos) << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "big.cact"));
+  }
+  // A normal merge is far below the bound; a large one goes through when asked for.
+  auto normal = testing::Run(lora + " --json -o " + dir / "normal.cact");
+  ASSERT_EQ(normal.exit_code, 0) << normal.output;
+  for (auto& t : nlohmann::json::parse(normal.output)["tensors"]) {
+    if (t.contains("lora")) {
+      EXPECT_LT(t["lora"]["update_rel"].get<double>(), 0.5) << t;
+    }
+  }
+  auto allowed = testing::Run(lora + " --json --scale 1e3 --allow-large-update -o " +
+                              dir / "big.cact");
+  ASSERT_EQ(allowed.exit_code, 0) << allowed.output;
+  for (auto& t : nlohmann::json::parse(allowed.output)["tensors"]) {
+    if (t.contains("lora")) {
+      EXPECT_GT(t["lora"]["update_rel"].get<double>(), 10.0) << t;
+    }
+  }
+  // Never a non-finite value, even when allowed: refused naming the tensor.
+  auto inf = testing::Run(lora + " -q --scale 1e300 --allow-large-update -o " + dir / "inf.cact");
+  EXPECT_EQ(inf.exit_code, 2) << inf.output;
+  EXPECT_NE(inf.output.find("tensor 'layer01.q_proj'"), std::string::npos) << inf.output;
+  EXPECT_NE(inf.output.find("non-finite"), std::string::npos) << inf.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "inf.cact"));
+}
+
+TEST(QuantCli, LoraTakesAPeftDirectoryAndTheConfigBesideTheWeights) {
+  TempDir dir;
+  const std::string model = Fixture("tiny", "model.cact");
+  WritePeftAdapter(model, dir / "peft");
+  auto given = testing::Run(Quant() + " lora -q " + model + " --adapter " +
+                            dir / "peft/adapter_model.safetensors" + " --adapter-config " +
+                            dir / "peft/adapter_config.json" + " -o " + dir / "given.cact");
+  ASSERT_EQ(given.exit_code, 0) << given.output;
+  auto directory = testing::Run(Quant() + " lora -q " + model + " --adapter " + dir / "peft" +
+                                " -o " + dir / "dir.cact");
+  ASSERT_EQ(directory.exit_code, 0) << directory.output;
+  EXPECT_NE(directory.output.find("found beside the adapter"), std::string::npos)
+      << directory.output;
+  auto beside = testing::Run(Quant() + " lora -q " + model + " --adapter " +
+                             dir / "peft/adapter_model.safetensors" + " -o " + dir / "file.cact");
+  ASSERT_EQ(beside.exit_code, 0) << beside.output;
+  EXPECT_EQ(ReadAll(dir / "dir.cact"), ReadAll(dir / "given.cact"));
+  EXPECT_EQ(ReadAll(dir / "file.cact"), ReadAll(dir / "given.cact"));
+  // A directory without the weights: one line saying what a PEFT directory holds.
+  std::filesystem::create_directories(dir / "empty");
+  auto empty = testing::Run(Quant() + " lora " + model + " --adapter " + dir / "empty" + " -o " +
+                            dir / "e.cact");
+  EXPECT_EQ(empty.exit_code, 2) << empty.output;
+  EXPECT_EQ(empty.output, "cact-quant: " + dir / "empty" +
+                              ": is a directory without adapter_model.safetensors (a PEFT "
+                              "adapter directory holds adapter_model.safetensors and "
+                              "adapter_config.json)\n");
+}
+
+// ---- A file of the wrong kind says so ----
+
+TEST(QuantCli, ACactWhereAnotherFileBelongsIsNamedAsSuch) {
+  TempDir dir;
+  const std::string model = Fixture("tiny", "model.cact");
+  auto tok = testing::Run(Quant() + " build --weights " + Fixture("tiny", "weights.safetensors") +
+                          " --tokenizer " + model + " -o " + dir / "x.cact");
+  EXPECT_EQ(tok.exit_code, 2) << tok.output;
+  EXPECT_EQ(tok.output, "cact-quant: " + model +
+                            ": is a .cact model, not a SentencePiece .model (use --base to take "
+                            "its tokenizer)\n");
+  auto weights = testing::Run(Quant() + " build --weights " + model + " --tokenizer " +
+                              Fixture("tiny", "tokenizer.model") + " -o " + dir / "x.cact");
+  EXPECT_EQ(weights.exit_code, 2) << weights.output;
+  EXPECT_EQ(Lines(weights.output), 1u) << weights.output;
+  EXPECT_NE(weights.output.find(model + ": is a .cact model (it starts with the .cact tag), not "
+                                        "a safetensors file"),
+            std::string::npos)
+      << weights.output;
+  // Any other file: its first bytes are no header length, and the file size says so.
+  std::ofstream(dir / "notes.json") << R"({"not": "weights"})";
+  auto json = testing::Run(Quant() + " build --weights " + dir / "notes.json" + " --tokenizer " +
+                           Fixture("tiny", "tokenizer.model") + " -o " + dir / "x.cact");
+  EXPECT_EQ(json.exit_code, 2) << json.output;
+  EXPECT_NE(json.output.find("not a safetensors file"), std::string::npos) << json.output;
+  auto json_tok = testing::Run(Quant() + " build --weights " +
+                               Fixture("tiny", "weights.safetensors") + " --tokenizer " +
+                               dir / "notes.json" + " -o " + dir / "x.cact");
+  EXPECT_EQ(json_tok.exit_code, 2) << json_tok.output;
+  EXPECT_NE(json_tok.output.find("not a SentencePiece .model"), std::string::npos)
+      << json_tok.output;
+  EXPECT_FALSE(std::filesystem::exists(dir / "x.cact"));
 }
 
 }  // namespace

@@ -96,9 +96,10 @@ TEST(SafetensorsErrors, HeaderLengthAboveLimitRejectedBeforeAllocating) {
   for (int i = 0; i < 8; ++i) b[i] = uint8_t(n >> (8 * i));
   auto st = ParseSafetensors(b, "w.safetensors");
   ASSERT_FALSE(st.ok());
+  // The file size bounds the length first: a file of another kind is told apart.
   EXPECT_EQ(st.status().message(),
-            "w.safetensors: header length at offset 0: 104857601 bytes is more than the "
-            "104857600 byte limit");
+            "w.safetensors: header length at offset 0: 104857601 bytes but only 8 follow the "
+            "prefix (file size 16): not a safetensors file, or a truncated one");
 }
 
 TEST(SafetensorsErrors, HeaderLengthPastEnd) {

@@ -10,7 +10,7 @@ trap 'rm -rf "$tmp"' EXIT
 text=/usr/share/common-licenses/Apache-2.0
 [[ -r "$text" ]] || text="$src/README.md"
 
-"$bin/cact-quant" synth --preset small --seed 1 -q -o "$tmp/s.cact" >/dev/null
+"$bin/cact-quant" synth --geometry small --seed 1 -q -o "$tmp/s.cact" >/dev/null
 "$bin/cact-quant" dequant "$tmp/s.cact" -o "$tmp/s.safetensors" >/dev/null
 bash "$src/tests/quality/measure_quality.sh" --bin "$bin" --weights "$tmp/s.safetensors" \
   --tokenizer "$src/quant/data/small_tokenizer.model" --text "$text" --ctx 64 --chunks 4 -t 2 \

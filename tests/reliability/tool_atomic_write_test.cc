@@ -30,7 +30,7 @@ using testing::WriteAll;
 
 TEST(ToolAtomicWrites, CactQuantSynthKilledWhileWritingKeepsThePreviousOutput) {
   ASSERT_TOOL_BUILT("cact-quant");
-  SigkillWhileWriting({Tool("cact-quant"), "synth", "--preset", "small", "-q"}, "out.cact");
+  SigkillWhileWriting({Tool("cact-quant"), "synth", "--geometry", "small", "-q"}, "out.cact");
 }
 
 TEST(ToolAtomicWrites, CactQuantBuildKilledWhileWritingKeepsThePreviousOutput) {
@@ -50,7 +50,7 @@ TEST(ToolAtomicWrites, CactQuantKilledAtAnyMomentNeverLeavesAPartialFile) {
   for (int delay_ms : {0, 5, 20, 60, 150, 300, 500, 800}) {
     WriteAll(dir / "out.cact", previous);
     const pid_t pid =
-        Spawn({Tool("cact-quant"), "synth", "--preset", "small", "-q", "-o", dir / "out.cact"});
+        Spawn({Tool("cact-quant"), "synth", "--geometry", "small", "-q", "-o", dir / "out.cact"});
     ASSERT_GT(pid, 0);
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
     kill(pid, SIGKILL);
@@ -67,8 +67,8 @@ TEST(ToolAtomicWrites, CactQuantKilledAtAnyMomentNeverLeavesAPartialFile) {
 
 TEST(ToolAtomicWrites, CactQuantOnASizeLimitFailsCleanlyWithNoPartialFile) {
   ASSERT_TOOL_BUILT("cact-quant");
-  SizeLimitedWrite(Tool("cact-quant") + " synth --preset small -q", "out.cact");
-  SizeLimitedWrite(Tool("cact-quant") + " synth --preset small -q", "out.cact.zst");
+  SizeLimitedWrite(Tool("cact-quant") + " synth --geometry small -q", "out.cact");
+  SizeLimitedWrite(Tool("cact-quant") + " synth --geometry small -q", "out.cact.zst");
 }
 
 // A really full filesystem (ENOSPC): a 64 KB tmpfs in a private mount namespace (util-linux
@@ -84,7 +84,7 @@ TEST(ToolAtomicWrites, CactQuantOnAFullDiskFailsCleanlyWithNoPartialFile) {
   const std::string out = dir / "mnt/out.cact";
   auto r = testing::Run("unshare -m sh -c 'mount -t tmpfs -o size=64k tmpfs " + (dir / "mnt") +
                         " && printf old > " + out + " && " + Tool("cact-quant") +
-                        " synth --preset small -q -o " + out + "; echo \"rc=$?\"; cat " + out +
+                        " synth --geometry small -q -o " + out + "; echo \"rc=$?\"; cat " + out +
                         "; echo; ls -A " + (dir / "mnt") + "'");
   EXPECT_TRUE(r.output.find("rc=1\nold\nout.cact\n") != std::string::npos ||
               r.output.find("rc=2\nold\nout.cact\n") != std::string::npos)

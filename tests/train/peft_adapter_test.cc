@@ -106,7 +106,7 @@ TEST(PeftAdapter, QuantLoraReadsEveryValueAndTheScale) {
 TEST(PeftAdapter, CactQuantLoraMergesIt) {
   testing::TempDir tmp;
   const std::string quant = testing::Tool("cact-quant");
-  auto made = testing::Run(quant + " synth --preset small --seed 1 -q -o " + (tmp / "base.cact"));
+  auto made = testing::Run(quant + " synth --geometry small --seed 1 -q -o " + (tmp / "base.cact"));
   ASSERT_EQ(made.exit_code, 0) << made.output;
   ASSERT_TRUE(WritePeftAdapter(tmp / "ad", Adapter(SmallGeometry())).ok());
   auto merged = testing::Run(quant + " lora " + (tmp / "base.cact") + " --adapter " +

@@ -1,6 +1,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "formats/sentencepiece_model.h"
 #include "formats/tokenizer_blob.h"
 #include "quant/build.h"
@@ -9,6 +10,12 @@
 
 namespace cact::quant_tool {
 namespace {
+
+// A .cact where another kind of file belongs: the error says what to do instead.
+absl::Status WithCactHint(const absl::Status& s, const std::string& hint) {
+  if (!absl::StrContains(s.message(), "is a .cact model")) return s;
+  return absl::Status(s.code(), std::string(s.message()) + " (" + hint + ")");
+}
 
 absl::StatusOr<std::string> ReadText(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -28,23 +35,23 @@ int RunBuild(const Options& o) {
   absl::StatusOr<std::optional<Scheme>> scheme = ChosenScheme(o);
   if (!scheme.ok()) return rep.Fail(scheme.status());
   req.scheme = *scheme;
-  if (o.group_given) {
-    if (!IsValidCqGroup(o.group))
-      return rep.Fail(absl::InvalidArgumentError("--group " + std::to_string(o.group) +
+  if (o.group) {
+    if (!IsValidCqGroup(*o.group))
+      return rep.Fail(absl::InvalidArgumentError("--group " + std::to_string(*o.group) +
                                                  " is not a power of two in [8, 65536]"));
-    req.group = o.group;
+    req.group = *o.group;
   }
   if (o.exact && o.force_requantize)
     return rep.Fail(
         absl::InvalidArgumentError("--exact and --force-requantize contradict each other"));
-  if ((o.exact || o.force_requantize || o.keep_tolerance >= 0) && o.base.empty())
+  if ((o.exact || o.force_requantize || o.keep_tolerance) && o.base.empty())
     return rep.Fail(
         absl::InvalidArgumentError("--exact, --force-requantize and --keep-tolerance need --base"));
   req.keep = o.exact              ? KeepPolicy::kExact
              : o.force_requantize ? KeepPolicy::kNever
                                   : KeepPolicy::kTolerance;
-  if (o.keep_tolerance >= 0) req.keep_tolerance = o.keep_tolerance;
-  req.kv_window = o.kv_window;
+  if (o.keep_tolerance) req.keep_tolerance = *o.keep_tolerance;
+  req.kv_window = o.kv_window.value_or(0);
   rep.Configure(&req);
 
   if (o.weights.empty() == o.checkpoint.empty())
@@ -67,15 +74,20 @@ int RunBuild(const Options& o) {
     req.weights_path = o.checkpoint;
   } else {
     weights = ReadSafetensors(o.weights);
-    if (!weights.ok()) return rep.Fail(weights.status());
+    if (!weights.ok())
+      return rep.Fail(WithCactHint(weights.status(),
+                                   "`cact-quant dequant` writes its float weights; --base "
+                                   "takes it as the base"));
     req.weights = &*weights;
     req.weights_path = o.weights;
   }
   std::optional<CactFile> base;
   if (!o.base.empty()) {
-    absl::StatusOr<CactFile> f = CactFile::Open(o.base);
+    absl::StatusOr<CactFile> f = OpenFiniteCact(o.base);
     if (!f.ok()) return rep.Fail(f.status());
     base.emplace(std::move(*f));
+    if (absl::Status s = CheckKvWindow(o, base->geometry().max_seq_len); !s.ok())
+      return rep.Fail(s);
     if (ckpt && o.tokenizer.empty()) {
       // `needle build` takes only the tokenizer from the published archive: every tensor is
       // quantized afresh, so the base's bytes and widths play no part.
@@ -89,7 +101,7 @@ int RunBuild(const Options& o) {
   }
   if (!o.tokenizer.empty()) {
     absl::StatusOr<TokenizerBlob> t = ReadSentencePieceModel(o.tokenizer);
-    if (!t.ok()) return rep.Fail(t.status());
+    if (!t.ok()) return rep.Fail(WithCactHint(t.status(), "use --base to take its tokenizer"));
     req.tokenizer = std::move(*t);
     req.tokenizer_source = o.tokenizer;
   }

@@ -28,10 +28,11 @@ int RunCodebook(const Options& o) {
     return rep.Fail(
         absl::InvalidArgumentError("--bits " + o.bits + " is not one of 2, 3, 4, 1.58"));
   const uint32_t bits = type->bits;
-  if (!IsValidCqGroup(o.group))
+  const uint32_t group = o.group.value_or(0);  // required on the command line
+  if (!IsValidCqGroup(group))
     return rep.Fail(absl::InvalidArgumentError(
-        absl::StrFormat("--group %d is not a power of two in [8, 65536]", o.group)));
-  const std::vector<float> cb = CqCodebook(bits, o.group);
+        absl::StrFormat("--group %d is not a power of two in [8, 65536]", group)));
+  const std::vector<float> cb = CqCodebook(bits, group);
   const std::vector<double>& unit = UnitCodebook(bits);
   std::vector<std::string> hex, dec, unit_dec;
   for (size_t i = 0; i < cb.size(); ++i) {
@@ -50,7 +51,7 @@ int RunCodebook(const Options& o) {
     nlohmann::ordered_json j;
     j["bits"] = type->width;
     j["record_bits"] = bits;
-    j["group"] = o.group;
+    j["group"] = group;
     j["method"] = how;
     j["values"] = cb;
     j["hex"] = hex;
@@ -59,7 +60,7 @@ int RunCodebook(const Options& o) {
     std::printf("%s\n", j.dump(1).c_str());
     return 0;
   }
-  std::printf("%s codebook, group %u (%s)\n", type->name, o.group, how.c_str());
+  std::printf("%s codebook, group %u (%s)\n", type->name, group, how.c_str());
   std::printf("  %-5s  %-16s  %-10s  %s\n", "index", "float32", "hex", "unit level (float64)");
   for (size_t i = 0; i < cb.size(); ++i)
     std::printf("  %-5zu  %-16s  %-10s  %s\n", i, dec[i].c_str(), hex[i].c_str(),

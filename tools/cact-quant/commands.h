@@ -20,24 +20,24 @@ struct Options {
   std::string output;
   int zstd_level = 19;
   bool exporter_rotation = false;
-  uint32_t kv_window = 0;
-  // codebook
-  std::string bits = "2";
-  uint32_t group = 128;
-  bool group_given = false;
+  std::optional<uint32_t> kv_window;  // unset: keep the input's / take the weights'
+  // codebook (group also build)
+  std::string bits;
+  std::optional<uint32_t> group;  // build: unset = the base's, the metadata's, or 128
   // build
   std::string weights, scheme, tokenizer, base, config;
   std::string scheme_preset;             // build / requant --preset (quant/scheme_presets.h)
   std::string checkpoint, lora_adapter;  // build --checkpoint CKPT.pkl [--lora ADAPTER.pkl]
   bool exact = false, force_requantize = false;
-  double keep_tolerance = -1;
+  std::optional<double> keep_tolerance;
   // requant / lora
   std::string input, adapter, adapter_config;
   std::optional<double> scale;
+  bool allow_large_update = false;
   // synth
-  std::string preset = "needle2", weights_out;
-  // dequant, convert ("" = convert's default: the checkpoint's own dtype)
-  std::string dtype;
+  std::string geometry = "needle2", weights_out;
+  // dequant ("F32"), convert ("" = the checkpoint's own dtype)
+  std::string dtype, dequant_dtype = "F32";
   uint64_t seed = 1;
 };
 
@@ -52,6 +52,15 @@ absl::StatusOr<std::optional<Scheme>> ChosenScheme(const Options& o);
 std::string SchemeSource(const Options& o);
 // The --help footer of build and requant: every preset with its size and quality cost.
 std::string PresetHelp();
+
+// Refuses (FailedPrecondition, before any work) an output that is one of the command's
+// inputs under any name: -o or --weights-out against every input flag.
+absl::Status CheckOutputsAreNotInputs(const Options& o);
+// CactFile::Open, then every stored value finite: a command computing from a NaN would
+// spread it (or, copying it, have the writer refuse it only after all the work).
+absl::StatusOr<CactFile> OpenFiniteCact(const std::string& path);
+// Refuses --kv-window beyond the model's positions (the header may not claim more).
+absl::Status CheckKvWindow(const Options& o, uint32_t max_seq_len);
 
 int RunCodebook(const Options& o);
 int RunPresets(const Options& o);
@@ -96,7 +105,8 @@ class Reporter {
   // The common tail: time the work, write the output (or only size it for --dry-run), print.
   int Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report,
                PhaseTimer* timer) const;
-  int Fail(const absl::Status& st, int code = 2) const;
+  // One line "cact-quant: message" on stderr; the exit code of tools/common/exit_code.h.
+  int Fail(const absl::Status& st) const;
 
  private:
   const Options& o_;

@@ -21,7 +21,9 @@ int RunConvert(const Options& o) {
   const std::string dtype = !o.dtype.empty()                  ? o.dtype
                             : c->canonical.dtype == "float16" ? "F16"
                                                               : "F32";
-  if (absl::Status s = WriteSafetensors(o.output, w, dtype); !s.ok()) return rep.Fail(s, 1);
+  if (!o.dry_run) {
+    if (absl::Status s = WriteSafetensors(o.output, w, dtype); !s.ok()) return rep.Fail(s);
+  }
   const double seconds = timer.Total();
   uint64_t params = 0;
   for (const FloatTensor& t : w.tensors) params += t.data.size();
@@ -31,6 +33,7 @@ int RunConvert(const Options& o) {
                              {"input", o.input},
                              {"lora", o.lora_adapter},
                              {"output", o.output},
+                             {"dry_run", o.dry_run},
                              {"checkpoint_dtype", c->canonical.dtype},
                              {"dtype", dtype},
                              {"exact", !lossy},
@@ -44,9 +47,10 @@ int RunConvert(const Options& o) {
     return 0;
   }
   std::printf(
-      "convert: %s -> %s\n  tensors         %zu (%llu parameters), %s checkpoint written as %s%s\n"
+      "convert%s: %s -> %s\n  tensors         %zu (%llu parameters), %s checkpoint written as %s%s\n"
       "  scheme          %s (%s)\n  kv_window       %u (the exporter's window for this config)\n",
-      o.input.c_str(), o.output.c_str(), w.tensors.size(), (unsigned long long)params,
+      o.dry_run ? " (dry run, nothing written)" : "", o.input.c_str(), o.output.c_str(),
+      w.tensors.size(), (unsigned long long)params,
       c->canonical.dtype.c_str(), dtype.c_str(), lossy ? " (rounded: not exact)" : " (exact)",
       c->scheme.ToString().c_str(), c->scheme_source.c_str(), c->geometry.kv_window);
   for (const std::string& n : c->notes) std::printf("  note            %s\n", n.c_str());

@@ -1,4 +1,5 @@
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "quant/import/flax_checkpoint.h"
@@ -10,26 +11,31 @@ namespace cact::quant_tool {
 int RunLora(const Options& o) {
   Reporter rep(o);
   PhaseTimer timer;
-  absl::StatusOr<CactFile> base = CactFile::Open(o.input);
+  absl::StatusOr<LoraAdapterFiles> files = FindLoraAdapterFiles(o.adapter, o.adapter_config);
+  if (!files.ok()) return rep.Fail(files.status());
+  absl::StatusOr<CactFile> base = OpenFiniteCact(o.input);
   if (!base.ok()) return rep.Fail(base.status());
-  absl::StatusOr<Safetensors> st = ReadAdapterFile(o.adapter, base->geometry());
+  absl::StatusOr<Safetensors> st = ReadAdapterFile(files->weights, base->geometry());
   if (!st.ok()) return rep.Fail(st.status());
   std::string config;
-  if (!o.adapter_config.empty()) {
-    std::ifstream f(o.adapter_config, std::ios::binary);
-    if (!f) return rep.Fail(absl::InvalidArgumentError(o.adapter_config + ": cannot open"));
+  if (!files->config.empty()) {
+    std::ifstream f(files->config, std::ios::binary);
+    if (!f) return rep.Fail(absl::InvalidArgumentError(files->config + ": cannot open"));
     std::stringstream s;
     s << f.rdbuf();
     config = s.str();
   }
   absl::StatusOr<LoraAdapter> adapter =
-      ParseLoraAdapter(*st, o.adapter, config, o.scale, base->geometry());
+      ParseLoraAdapter(*st, files->weights, config, o.scale, base->geometry());
   if (!adapter.ok()) return rep.Fail(adapter.status());
   LoraRequest req;
   req.base = &*base;
   req.adapter = &*adapter;
+  if (o.allow_large_update) req.max_update_ratio = std::numeric_limits<double>::infinity();
   rep.Configure(&req);
   RebuildReport report = rep.StartRebuild("lora", &timer);
+  if (files->config_found && !o.scale)
+    report.notes.push_back("adapter config: " + files->config + " (found beside the adapter)");
   const absl::StatusOr<CactContents> contents = MergeLora(req, &report, rep.Progress());
   return rep.Complete(contents, &report, &timer);
 }

@@ -3,6 +3,7 @@
 #include "absl/strings/str_format.h"
 #include "quant/build.h"
 #include "tools/cact-quant/commands.h"
+#include "tools/common/exit_code.h"
 
 namespace cact::quant_tool {
 
@@ -38,18 +39,18 @@ int Reporter::Finish(const RebuildReport& r) const {
 int Reporter::Complete(const absl::StatusOr<CactContents>& contents, RebuildReport* report,
                        PhaseTimer* timer) const {
   if (!contents.ok()) return Fail(contents.status());
+  if (absl::Status s = CheckKvWindow(o_, contents->geometry.max_seq_len); !s.ok()) return Fail(s);
   report->work_seconds = timer->Lap();
   report->work_cpu_seconds = timer->CpuLap();
   if (absl::Status st = FinishRebuild(*contents, o_.output, o_.zstd_level, report); !st.ok())
-    return Fail(st, 1);
+    return Fail(st);
   report->write_seconds = timer->Lap();
   report->seconds = timer->Total();
   return Finish(*report);
 }
 
-int Reporter::Fail(const absl::Status& st, int code) const {
-  std::fprintf(stderr, "cact-quant: %s\n", std::string(st.message()).c_str());
-  return code;
+int Reporter::Fail(const absl::Status& st) const {
+  return cact::tools::ReportFailure("cact-quant", st);
 }
 
 }  // namespace cact::quant_tool
