@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "formats/cact/finite_check.h"
 #include "lib/status.h"
 #include "quant/cq/fp16.h"
 
@@ -76,6 +77,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::FromFile(CactFile file) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::FromFile(CactFile file, const BlockSpec& block) {
+  // A NaN norm would turn every logit into NaN and the sampler's argmax into token 0.
+  CACT_RETURN_IF_ERROR(CheckFinite(file));
   std::unique_ptr<Model> m(new Model(std::move(file)));
   m->geometry_.block_spec = &block;
   CACT_RETURN_IF_ERROR(m->Build());

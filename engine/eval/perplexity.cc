@@ -137,6 +137,13 @@ absl::StatusOr<ScoringInput> PrepareScoring(const std::vector<std::string>& path
   r.ctx = ctx;
   r.window = o.window.value_or(base.kv_window());
   r.sink = o.sink;
+  // Refused, never capped (the rule of every tool): a window or sink past the model.
+  if (r.window > base.max_seq_len())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--window %d is more than the model's max_seq_len %d", r.window, base.max_seq_len()));
+  if (r.sink > ctx)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--sink %d is more than a chunk's %d positions (--ctx)", r.sink, ctx));
   const int threads = o.threads > 0 ? o.threads : std::min(AvailableCpus(), kMaxAutoThreads);
   r.workers = int(std::min<size_t>(size_t(threads), in.chunks.size()));
   r.threads_per_worker = std::max(1, threads / r.workers);

@@ -91,7 +91,10 @@ absl::StatusOr<ValidationReport> ValidateForwards(Forward& reference, Forward& c
   for (double v : kl) sum += v;
   r.kl_mean = sum / double(T);
   std::vector<double> sorted = kl;
-  std::sort(sorted.begin(), sorted.end());
+  // NaN sorts last, so a NaN divergence is the maximum (and fails the bound).
+  std::sort(sorted.begin(), sorted.end(), [](double a, double b) {
+    return std::isnan(b) ? !std::isnan(a) : a < b;
+  });
   r.kl_max = sorted.back();
   r.kl_p99 = sorted[std::min(T - 1, size_t(std::ceil(0.99 * double(T))) - 1)];
 
@@ -106,15 +109,20 @@ absl::StatusOr<ValidationReport> ValidateForwards(Forward& reference, Forward& c
                                           std::span<const float>(&hr[l * per_layer], per_layer)));
   }
 
-  if (r.logits_rel_l2 > th.max_logits_rel_l2)
+  // Every comparison is written so that a NaN fails it: a non-finite metric never passes.
+  for (size_t l = 0; l < r.layer_rel_l2.size(); ++l)
+    if (!std::isfinite(r.layer_rel_l2[l]))
+      r.failures.push_back(absl::StrFormat("layer %d hidden relative L2 is %g (not finite)", l,
+                                           r.layer_rel_l2[l]));
+  if (!(r.logits_rel_l2 <= th.max_logits_rel_l2))
     r.failures.push_back(
         absl::StrFormat("logits relative L2 %.3g > %.3g", r.logits_rel_l2, th.max_logits_rel_l2));
-  if (r.top1_agreement < th.min_top1)
+  if (!(r.top1_agreement >= th.min_top1))
     r.failures.push_back(
         absl::StrFormat("top-1 agreement %.4f < %.4f", r.top1_agreement, th.min_top1));
-  if (r.kl_mean > th.max_kl_mean)
+  if (!(r.kl_mean <= th.max_kl_mean))
     r.failures.push_back(absl::StrFormat("KL mean %.3g > %.3g", r.kl_mean, th.max_kl_mean));
-  if (r.kl_max > th.max_kl_max)
+  if (!(r.kl_max <= th.max_kl_max))
     r.failures.push_back(absl::StrFormat("KL max %.3g > %.3g", r.kl_max, th.max_kl_max));
   return r;
 }

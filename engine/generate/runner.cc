@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
+#include "lib/counted.h"
 #include "engine/forward_paths.h"
 #include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
@@ -95,14 +96,42 @@ class TextStream {
 };
 
 absl::Status WriteHidden(const std::string& dir, const Forward& fwd, const Model& model) {
+  // DIR itself is created like an output file would be; its parent must exist (no tree of
+  // directories from a typo).
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec)
-    return absl::InvalidArgumentError("hidden-state dump: cannot create " + dir + ": " +
-                                      ec.message());
+  if (!std::filesystem::is_directory(dir, ec) && !std::filesystem::create_directory(dir, ec))
+    return absl::InvalidArgumentError(
+        dir + ": --dump-hidden: cannot create the directory" +
+        (ec ? ": " + ec.message() : std::string(" (a file of that name exists)")));
   const std::vector<float>& h = fwd.hidden();
   return WriteNpy(dir + "/hidden.npy", h.data(),
                   {model.num_layers(), fwd.position(), model.d_model()});
+}
+
+// A window, sink or length the model cannot hold is refused, never capped: the same rule as
+// cact-quant's --kv-window.
+absl::Status CheckLimits(const Model& model, const RunRequest& req, size_t prompt_tokens,
+                         uint32_t window, uint32_t sink) {
+  const uint32_t max = model.max_seq_len();
+  if (window > max)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--window %d is more than the model's max_seq_len %d", window, max));
+  if (sink > max)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--sink %d is more than the model's max_seq_len %d", sink, max));
+  // Generation feeds every new token but the last; validation feeds each decode step.
+  const uint64_t fed = req.validate ? req.validate_steps
+                                    : (req.max_new_tokens ? req.max_new_tokens - 1 : 0);
+  if (prompt_tokens + fed > max) {
+    const char* flag = req.validate ? "-n (decode steps)" : "-n";
+    const uint64_t n = req.validate ? req.validate_steps : req.max_new_tokens;
+    const uint64_t most = max - prompt_tokens + (req.validate ? 0 : 1);
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s %d: the prompt's %d tokens and %d more need %d positions, the model has %d "
+        "(max_seq_len); at most %d fit",
+        flag, n, prompt_tokens, n, prompt_tokens + fed, max, most));
+  }
+  return absl::OkStatus();
 }
 
 // Threads for `path` (as --path names it): -t when given, else see RunRequest::threads.
@@ -147,6 +176,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
 
   r.window = req.window.value_or(model.kv_window());
   r.sink = req.sink.value_or(prompt.chat ? prompt.tools_prefix : 0);
+  CACT_RETURN_IF_ERROR(CheckLimits(model, req, prompt.ids.size(), r.window, r.sink));
   ForwardOptions opt;
   opt.attn = {r.window, r.sink};
   opt.keep_hidden = !req.dump_hidden_dir.empty() || req.probes || req.validate;
@@ -238,17 +268,17 @@ std::string TimingLine(const RunResult& r) {
   if (r.validation)
     return absl::StrFormat(
         "cact-run [validate %s vs reference, %s, window %d, sink %d]: load %.1f ms "
-        "| tokenize %.2f ms | prompt %d tokens | peak RSS %.1f MiB",
+        "| tokenize %.2f ms | prompt %s | peak RSS %.1f MiB",
         r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.tokenize_ms,
-        t.prompt_tokens, double(t.peak_rss_bytes) / (1 << 20));
+        Counted(t.prompt_tokens, "token"), double(t.peak_rss_bytes) / (1 << 20));
   std::string s = absl::StrFormat(
       "cact-run [%s, %s, window %d, sink %d]: load %.1f ms (open %.1f) | tokenize %.2f ms | "
-      "prompt %d tokens | prefill %.1f ms (%.1f tok/s)",
+      "prompt %s | prefill %.1f ms (%.1f tok/s)",
       r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms,
-      t.prompt_tokens, t.prefill_ms, t.prefill_tokens_per_s());
+      Counted(t.prompt_tokens, "token"), t.prefill_ms, t.prefill_tokens_per_s());
   if (t.generated_tokens)
-    s += absl::StrFormat(" | first token %.1f ms | decode %d steps %.1f tok/s", t.first_token_ms,
-                         t.decode_steps, t.decode_tokens_per_s());
+    s += absl::StrFormat(" | first token %.1f ms | decode %s %.1f tok/s", t.first_token_ms,
+                         Counted(t.decode_steps, "step"), t.decode_tokens_per_s());
   s += absl::StrFormat(" | peak RSS %.1f MiB", double(t.peak_rss_bytes) / (1 << 20));
   return s;
 }

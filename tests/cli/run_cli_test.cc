@@ -236,10 +236,16 @@ TEST(RunCli, ValidateReportsAndExits) {
   const auto v = nlohmann::json::parse(j.out).at("validation");
   EXPECT_EQ(v.at("positions"), 6);
   EXPECT_EQ(v.at("pass"), true);
-  // An impossible bound must fail with exit 1.
-  auto fail = RunSplit(model + " --validate --ref --tokens 2,5,9 --min-top1 1.5");
-  EXPECT_EQ(fail.exit_code, 1) << fail.out;
+  // A bound the fast path cannot meet (exactly the reference's logits) fails with exit 1.
+  auto fail = RunSplit(model + " --validate --tokens 2,5,9 --max-rel-l2 0 --max-kl-mean 0");
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
   EXPECT_NE(fail.out.find("FAIL"), std::string::npos);
+  // A bound outside its range is a bad command line (a fraction, not a percentage).
+  auto range = RunSplit(model + " --validate --ref --tokens 2,5,9 --min-top1 1.5");
+  EXPECT_EQ(range.exit_code, 2) << range.err;
+  EXPECT_NE(range.err.find("cact-run: --min-top1: must be finite and in [0, 1]"),
+            std::string::npos)
+      << range.err;
 }
 
 TEST(RunCli, ProbeHeads) {

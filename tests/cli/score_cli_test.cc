@@ -250,7 +250,7 @@ TEST(Perplexity, BadInputExitsTwoAndSaysWhy) {
   const std::pair<std::string, std::string> cases[] = {
       {"perplexity " + tiny + " -f " + dir / "missing.txt", "missing.txt: cannot read"},
       {"perplexity " + tiny + " -f " + empty, "no tokens"},
-      {"perplexity " + tiny + " -f " + text + " --ctx 1", "--ctx 1"},
+      {"perplexity " + tiny + " -f " + text + " --ctx 1", "--ctx: must be a whole number in [2,"},
       {"perplexity " + tiny + " -f " + text + " --ctx 100000", "max_seq_len"},
       {"perplexity " + dir / "nope.cact" + " -f " + text, "nope.cact"},
       {"compare " + tiny + " " + odd + " -f " + text, "same tokenizer"},

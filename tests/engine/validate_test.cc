@@ -62,6 +62,22 @@ TEST(Validate, SamePathAgreesExactly) {
   for (double v : r->layer_rel_l2) EXPECT_EQ(v, 0.0);
 }
 
+TEST(Validate, NonFiniteLogitsFailEvenUnderTheLoosestBounds) {
+  const Model& model = FixtureModel("odd");
+  auto ref = MakeReferenceForward(model, {});
+  ScaledForward nan(MakeReferenceForward(model, {}), std::nanf(""));
+  ValidateThresholds loose;
+  loose.max_logits_rel_l2 = loose.max_kl_mean = loose.max_kl_max = 1e300;
+  loose.min_top1 = 0;
+  auto r = ValidateForwards(*ref, nan, FixtureTokens("odd", "s1"), 4, model.num_layers(), loose);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->ok()) << r->ToText();
+  EXPECT_TRUE(std::isnan(r->kl_max)) << r->ToText();
+  // Relative L2 and both KL figures are NaN: each is its own failure.
+  EXPECT_EQ(r->failures.size(), 3u) << r->ToText();
+  EXPECT_EQ(r->ToText().find("PASS"), std::string::npos) << r->ToText();
+}
+
 TEST(Validate, MeasuresAKnownPerturbation) {
   const Model& model = FixtureModel("odd");
   auto ref = MakeReferenceForward(model, {});

@@ -6,7 +6,7 @@
 //   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N] [--think-max N]
 //            [--top-tools K] [--min-confidence X] [--no-grammar] [--json]
 //   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
-//   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [-o md|json]
+//   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [--json]
 //   cact-run perplexity MODEL -f TEXT [--ctx N] [--json]
 //   cact-run compare BASE OTHER -f TEXT [--ctx N] [--json] [--svg HIST.svg]
 //   cact-run --version
@@ -14,6 +14,7 @@
 // Token lists: tools/common/token_list.h. Exit codes (tools/common/exit_code.h): 0 ok,
 // 1 validation failed or internal error, 2 bad input.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "engine/generate/runner.h"
+#include "lib/file_identity.h"
 #include "tools/cact-run/bench/bench.h"
 #include "tools/cact-run/score_cmd.h"
 #include "tools/cact-run/tool_call_cmd.h"
@@ -71,34 +73,50 @@ int main(int argc, char** argv) {
   app.add_option("--system", system, "optional system turn for the chat template");
   auto* n_opt =
       app.add_option("-n,--max-new-tokens", n,
-                     "tokens to generate (validate: decode steps; tool calls: the answer's budget, "
-                     "default 128)");
+                     "tokens to generate (validate: decode steps, default 0; tool calls: the "
+                     "answer's budget, default 128); the prompt and these must fit the model's "
+                     "max_seq_len")
+          ->check(cact::tools::WholeIn(0, UINT32_MAX));
   app.add_option(
          "-t,--threads", req.threads,
          "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
-      ->check(CLI::Range(1, 256));
-  auto* window_opt = app.add_option("--window", window,
-                                    "attention window W (0 = causal; default: header kv_window)");
-  auto* sink_opt = app.add_option(
-      "--sink", sink, "pinned first positions (default: tool declarations in chat mode, else 0)");
-  app.add_option("--temperature", req.sampling.temperature, "sampling temperature (0 = greedy)");
-  app.add_option("--top-k", req.sampling.top_k, "keep the k most likely tokens (0 = all)");
+      ->check(cact::tools::WholeIn(1, 256));
+  auto* window_opt =
+      app.add_option("--window", window,
+                     "attention window W, 0 (causal) to max_seq_len (default: header kv_window)")
+          ->check(cact::tools::WholeIn(0, UINT32_MAX));
+  auto* sink_opt =
+      app.add_option("--sink", sink,
+                     "pinned first positions, 0 to max_seq_len (default: the tool declarations "
+                     "in chat mode, else 0)")
+          ->check(cact::tools::WholeIn(0, UINT32_MAX));
+  app.add_option("--temperature", req.sampling.temperature, "sampling temperature (0 = greedy)")
+      ->check(cact::tools::FiniteAtLeast(0));
+  app.add_option("--top-k", req.sampling.top_k, "keep the k most likely tokens (0 = all)")
+      ->check(cact::tools::WholeIn(0, INT32_MAX));
   app.add_option("--top-p", req.sampling.top_p, "nucleus mass (1 = all)")
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--seed", req.sampling.seed, "sampling seed");
+      ->check(cact::tools::FiniteIn(0.0, 1.0));
+  app.add_option("--seed", req.sampling.seed, "sampling seed")
+      ->check(cact::tools::WholeIn(0, UINT64_MAX));
   app.add_flag("--ignore-eos", req.ignore_eos, "keep generating past the end-of-sequence token");
-  app.add_option("--logits", req.logits_path, "write the prompt's logits [T, vocab] float32 .npy");
+  app.add_option("--logits", req.logits_path,
+                 "write the prompt's logits [T, vocab] float32 .npy ('-': standard output)");
   app.add_flag("--last", req.last_only, "with --logits: only the last position [1, vocab]");
   app.add_option("--dump-hidden", req.dump_hidden_dir,
-                 "write DIR/hidden.npy: lane mean after each layer [L, T, d]");
+                 "write DIR/hidden.npy: lane mean after each layer [L, T, d] (DIR must exist)");
   app.add_flag("--probes", req.probes, "compute the probe heads (confidence, retrieval embedding)");
   app.add_flag("--validate", req.validate,
                "compare the reference with --path (default fast): "
                "per-layer hidden rel-L2, logits rel-L2, top-1, KL; exit 1 past thresholds");
-  app.add_option("--max-rel-l2", req.thresholds.max_logits_rel_l2, "validate: logits rel-L2 bound");
-  app.add_option("--min-top1", req.thresholds.min_top1, "validate: top-1 agreement bound");
-  app.add_option("--max-kl-mean", req.thresholds.max_kl_mean, "validate: mean KL bound (nats)");
-  app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)");
+  app.add_option("--max-rel-l2", req.thresholds.max_logits_rel_l2, "validate: logits rel-L2 bound")
+      ->check(cact::tools::FiniteAtLeast(0));
+  app.add_option("--min-top1", req.thresholds.min_top1,
+                 "validate: top-1 agreement bound, a fraction (0.99 = 99 %)")
+      ->check(cact::tools::FiniteIn(0, 1));
+  app.add_option("--max-kl-mean", req.thresholds.max_kl_mean, "validate: mean KL bound (nats)")
+      ->check(cact::tools::FiniteAtLeast(0));
+  app.add_option("--max-kl", req.thresholds.max_kl_max, "validate: max KL bound (nats)")
+      ->check(cact::tools::FiniteAtLeast(0));
   app.add_flag("--json", json, "print one JSON object (text, ids, timings, validation) on stdout");
   // Tool calls (--tools with --query): the answer is decoded under the grammar of the
   // declared schemas (engine/toolcall/tool_call_runner.h).
@@ -107,16 +125,34 @@ int main(int argc, char** argv) {
   app.add_flag("--no-grammar", no_grammar,
                "tool calls: generate freely instead of under the schemas' grammar");
   app.add_option("--think-max", call.think_max,
-                 "tool calls: tokens of free think text before </think> is forced");
+                 "tool calls: tokens of free think text before </think> is forced")
+      ->check(cact::tools::WholeIn(0, UINT32_MAX));
   app.add_option("--top-tools", call.top_tools,
                  "tool calls: keep at most K tools, ranked against the query (contrastive "
                  "head, else BM25), when the catalogue is larger or does not fit")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(cact::tools::WholeIn(1, 1 << 20));
   app.add_option("--min-confidence", call.min_confidence,
                  "tool calls: return [] when the confidence head scores the call below X")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(cact::tools::FiniteIn(0.0, 1.0));
+
+  app.footer(
+      "Subcommands (each with its own --help):\n"
+      "  cact-run bench MODEL        prefill and decode speed (llama-bench style)\n"
+      "  cact-run perplexity MODEL   perplexity of a text file\n"
+      "  cact-run compare BASE OTHER KL divergence and top-1 agreement of two models\n"
+      "Examples:\n"
+      "  cact-run model.cact -p \"The weather today\" -n 32\n"
+      "  cact-run model.cact --tools tools.json --query \"What is the weather in Oslo?\"\n"
+      "  cact-run model.cact --validate -p \"Hello\" -n 16");
 
   if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
+  // Outputs never replace inputs: refused before any work.
+  for (const auto& [out, role] : {std::pair{req.logits_path, "--logits"},
+                                  std::pair{req.dump_hidden_dir, "--dump-hidden"}}) {
+    if (absl::Status st = cact::CheckOutputIsNotInput(out, {req.model_path, tools_file}, role);
+        !st.ok())
+      return cact::tools::ReportFailure(kTool, st);
+  }
 
   req.path = ref ? "ref" : path;
   if (!tokens.empty()) {
@@ -127,6 +163,12 @@ int main(int argc, char** argv) {
   if (!prompt.empty()) req.prompt = prompt;
   if (!tools_file.empty()) {
     std::string text;
+    std::error_code ec;
+    if (std::filesystem::is_directory(tools_file, ec))
+      return cact::tools::ReportFailure(
+          kTool, absl::InvalidArgumentError(
+                     tools_file + ": --tools is a directory; give the JSON file of the tool "
+                                  "declarations"));
     if (!ReadText(tools_file, &text))
       return cact::tools::ReportFailure(
           kTool, absl::InvalidArgumentError(tools_file + ": cannot read the tools file"));

@@ -4,12 +4,14 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
 #include "absl/strings/str_format.h"
 #include "engine/eval/perplexity.h"
 #include "lib/atomic_file.h"
+#include "lib/file_identity.h"
 #include "lib/progress.h"
 #include "tools/cact-run/kld_histogram.h"
 #include "tools/common/cli.h"
@@ -42,7 +44,9 @@ struct ScoringFlags {
   void Add(CLI::App& app) {
     app.add_option("-f,--file", file, "text file to score (UTF-8)")->required();
     app.add_option("-c,--ctx", options.ctx,
-                   "positions per chunk, BOS included (default: min(max_seq_len, 512))");
+                   "positions per chunk, BOS included, 2 to max_seq_len (default: "
+                   "min(max_seq_len, 512))")
+        ->check(tools::WholeIn(2, UINT32_MAX));
     app.add_option("--path", path,
                    "forward path: fast, fast-int8 (plain int8 numerics), ref (FP32 reference) "
                    "or auto (fast)")
@@ -50,11 +54,15 @@ struct ScoringFlags {
     app.add_option("-t,--threads", options.threads,
                    "threads (default: the CPUs this process may use, at most 8); chunks run "
                    "in parallel, one per thread")
-        ->check(CLI::Range(1, 256));
+        ->check(tools::WholeIn(1, 256));
     window_opt = app.add_option("--window", window,
-                                "attention window W (0 = causal; default: header kv_window)");
-    app.add_option("--sink", options.sink, "pinned first positions of each chunk (default 0)");
-    app.add_option("--chunks", options.max_chunks, "score only the first N chunks (0 = all)");
+                                "attention window W, 0 (causal) to max_seq_len (default: header "
+                                "kv_window)")
+                     ->check(tools::WholeIn(0, UINT32_MAX));
+    app.add_option("--sink", options.sink, "pinned first positions of each chunk, 0 to --ctx")
+        ->check(tools::WholeIn(0, UINT32_MAX));
+    app.add_option("--chunks", options.max_chunks, "score only the first N chunks (0 = all)")
+        ->check(tools::WholeIn(0, UINT32_MAX));
     app.add_flag("--json", json, "print one JSON object on stdout");
     app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
   }
@@ -78,11 +86,16 @@ struct ScoringFlags {
 
 // Parses the command line, reads the text, runs `score(text, progress)`, lets `finish`
 // write extra outputs, and prints the report.
+// `before` checks the command line once parsed, before any work.
 template <typename Score, typename Finish>
 int ScoreAndPrint(CLI::App& app, int argc, char** argv, ScoringFlags& flags, const char* label,
-                  Score score, Finish finish) {
+                  Score score, Finish finish,
+                  const std::function<absl::Status()>& before = nullptr) {
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   flags.Finish();
+  if (before) {
+    if (absl::Status st = before(); !st.ok()) return tools::ReportFailure(kTool, st);
+  }
   auto text = ReadTextFile(flags.file);
   if (!text.ok()) return tools::ReportFailure(kTool, text.status());
   std::unique_ptr<Progress> progress;
@@ -105,6 +118,7 @@ int PerplexityMain(int argc, char** argv) {
   ScoringFlags flags;
   app.add_option("model", model, ".cact or .cact.zst model")->required();
   flags.Add(app);
+  app.footer("Example:\n  cact-run perplexity model.cact -f wiki.test.txt --ctx 512");
   return ScoreAndPrint(
       app, argc, argv, flags, "PPL",
       [&](std::string_view text, const ProgressFn& p) {
@@ -129,6 +143,7 @@ int CompareMain(int argc, char** argv) {
                  "OTHER's forward path (default: --path's), e.g. --path ref --other-path fast "
                  "with BASE = OTHER measures the fast path against the reference")
       ->check(CLI::IsMember({"fast", "fast-int8", "ref", "reference", "auto"}));
+  app.footer("Example:\n  cact-run compare model.cact model-cq4.cact -f wiki.test.txt --svg kld.svg");
   return ScoreAndPrint(
       app, argc, argv, flags, "PPL(base)",
       [&](std::string_view text, const ProgressFn& p) {
@@ -139,7 +154,8 @@ int CompareMain(int argc, char** argv) {
         const std::string doc = KldHistogramSvg(report);
         return WriteFileAtomic(svg, std::span<const uint8_t>(
                                         reinterpret_cast<const uint8_t*>(doc.data()), doc.size()));
-      });
+      },
+      [&] { return CheckOutputIsNotInput(svg, {base, other, flags.file}, "--svg"); });
 }
 
 }  // namespace cact

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "lib/counted.h"
 #include "engine/text/python_json.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
@@ -20,8 +21,9 @@ int RunToolCallCommand(const ToolCallRequest& request, bool json) {
   }
   std::fflush(stdout);
   std::string line = TimingLine(r.run);
-  line += absl::StrFormat(" | grammar %s, mask %.2f ms over %d steps | total %.1f ms",
-                          request.grammar ? "on" : "off", r.grammar.mask_ms, r.grammar.masked_steps,
+  line += absl::StrFormat(" | grammar %s, mask %.2f ms over %s | total %.1f ms",
+                          request.grammar ? "on" : "off", r.grammar.mask_ms,
+                          cact::Counted(r.grammar.masked_steps, "step"),
                           r.total_ms);
   std::fprintf(stderr, "%s\n", line.c_str());
   if (!json) {

@@ -18,8 +18,10 @@
 #include "engine/forward.h"
 #include "engine/kernels/isa.h"
 #include "lib/atomic_file.h"
+#include "lib/counted.h"
 #include "lib/cpu_features.h"
 #include "lib/file_bytes.h"
+#include "lib/file_identity.h"
 #include "lib/resources.h"
 #include "lib/sha256.h"
 #include "lib/status.h"
@@ -128,6 +130,11 @@ class Bench {
       tests_.push_back({"pp" + std::to_string(p), true, 0, p});
     }
     for (uint32_t d : o_.depths) {
+      // Given depths are refused past the model, the default list adapts (its name shows it).
+      if (o_.depths_given && uint64_t(d) + o_.gen > g.max_seq_len)
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "-d %u with -n %u needs %u positions, the model has %u (max_seq_len)", d, o_.gen,
+            uint64_t(d) + o_.gen, g.max_seq_len));
       const uint32_t depth = std::min(d, g.max_seq_len - o_.gen);
       tests_.push_back({absl::StrFormat("tg%u @ d%u", o_.gen, depth), false, depth, o_.gen});
     }
@@ -327,13 +334,13 @@ class Bench {
     return absl::StrFormat(
         "cact-run bench: %s (sha256 %s)\nCPU: %s, kernel ISA %s; binary %s (sha256 %s), %s, "
         "compiler GCC %s\nmodel: %.2f MB of codes and %.1f M int8 multiply-adds per decoded token; "
-        "window %d, sink %u; %u repetitions, arms alternated within each\n",
+        "window %d, sink %u; %s, arms alternated within each\n",
         o_.model_path, model_sha_, cpu.brand,
         o_.kernels.empty() ? std::string(kernels::IsaName(kernels::ActiveIsa()))
                            : absl::StrJoin(o_.kernels, ", ") + " (arm@kernel)",
         SelfPath(),
         self_sha_, kBuildFlags, __VERSION__, cost_.code_bytes / 1e6, cost_.macs / 1e6,
-        int(Window()), o_.sink, o_.reps);
+        int(Window()), o_.sink, Counted(o_.reps, "repetition"));
   }
 
   std::string Markdown() const {
@@ -431,8 +438,8 @@ class Bench {
     std::ostringstream s;
     s << absl::StrFormat(
         "\ntool call (fast path, 4 tools, %u prompt tokens, answer budget %u tokens, greedy; "
-        "%u repetitions, constrained and free decoding back to back in each):\n\n",
-        any.prompt_tokens, o_.tool_call_tokens, o_.reps);
+        "%s, constrained and free decoding back to back in each):\n\n",
+        any.prompt_tokens, o_.tool_call_tokens, Counted(o_.reps, "repetition"));
     s << "| threads | end to end ms | prefill ms | answer tokens | constrained t/s | free t/s | "
          "constrained / free | mask / decode |\n";
     s << "|---:|---:|---:|---:|---:|---:|---:|---:|\n";
@@ -640,6 +647,14 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
 absl::StatusOr<std::string> RunBench(const BenchOptions& options) {
   auto model = Model::Open(options.model_path);
   if (!model.ok()) return model.status();
+  // Refused, never capped (as everywhere): a window or sink the model cannot hold.
+  const uint32_t max = (*model)->max_seq_len();
+  if (options.window > int64_t(max))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--window %d is more than the model's max_seq_len %d", options.window, max));
+  if (options.sink > max)
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--sink %d is more than the model's max_seq_len %d", options.sink, max));
   Bench b(options, **model);
   b.model_sha_ = FileSha256(options.model_path);
   b.self_sha_ = FileSha256(SelfPath());
@@ -655,9 +670,12 @@ int BenchMain(int argc, char** argv) {
   app.add_option("model", o.model_path, ".cact model")->required();
   app.add_option("-p,--prompt", prompt, "prefill lengths, comma-separated (ppN tests)");
   app.add_option("-n,--gen", o.gen, "decoded tokens per tg test");
-  app.add_option("-d,--depth", depths, "context depths of the tg tests, comma-separated");
+  auto* depth_opt = app.add_option(
+      "-d,--depth", depths,
+      "context depths of the tg tests, comma-separated; D + N must fit max_seq_len (the "
+      "default list is capped to fit)");
   app.add_option("-r,--reps", o.reps, "repetitions (arms alternate within each)")
-      ->check(CLI::Range(1, 1000));
+      ->check(tools::WholeIn(1, 1000));
   app.add_option("-t,--threads", threads, "thread counts, comma-separated");
   app.add_option("--arms", arms, "fast, fast-int8, ref, torch (comma-separated)");
   std::string kernel_list;
@@ -667,9 +685,17 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--torch", o.torch_binary,
                  "cact-torch executable: adds the libtorch arm (prefill tests)");
   app.add_option("--ref-max-tokens", o.ref_max_tokens, "skip reference runs needing more tokens");
-  app.add_option("--window", o.window, "attention window (default: the header's kv_window)");
-  app.add_option("--sink", o.sink, "pinned first positions");
-  app.add_option("-o,--output", o.format, "md or json")->check(CLI::IsMember({"md", "json"}));
+  app.add_option("--window", o.window,
+                 "attention window, 0 (causal) to max_seq_len (default: the header's kv_window)")
+      ->check(tools::WholeIn(0, INT32_MAX));
+  app.add_option("--sink", o.sink, "pinned first positions, 0 to max_seq_len")
+      ->check(tools::WholeIn(0, UINT32_MAX));
+  bool json = false;
+  app.add_flag("--json", json, "print the report as JSON instead of markdown tables");
+  // The old spelling of --json ("-o" names an output file in every other command): hidden.
+  app.add_option("-o,--output", o.format, "deprecated: -o json is --json")
+      ->check(CLI::IsMember({"md", "json"}))
+      ->group("");
   app.add_option("--json-out", o.json_out, "also write the JSON report to this file");
   app.add_option("--session", o.session_tokens,
                  "positions of the fresh-process memory session (0: skip; capped at max_seq_len)");
@@ -677,23 +703,34 @@ int BenchMain(int argc, char** argv) {
   app.add_option("--tool-call", o.tool_call_tokens,
                  "answer budget of the tool-call figures (one call end to end, constrained vs "
                  "free decoding; 0: skip)");
+  app.footer(
+      "Examples:\n  cact-run bench model.cact -p 256 -n 128 -d 0,1024 -t 1,2\n"
+      "  cact-run bench model.cact --json --json-out bench.json --svg decode.svg");
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
+  if (json) o.format = "json";
+  o.depths_given = depth_opt->count() > 0;
+  for (const auto& [out, role] :
+       {std::pair{o.json_out, "--json-out"}, std::pair{o.svg_out, "--svg"}}) {
+    if (absl::Status st = CheckOutputIsNotInput(out, {o.model_path, o.torch_binary}, role);
+        !st.ok())
+      return tools::ReportFailure("cact-run", st);
+  }
   if (!ParseList(prompt, &o.prompt) || !ParseList(depths, &o.depths) ||
       !ParseList(threads, &o.threads) || !ParseList(arms, &o.arms) ||
       (!kernel_list.empty() && !ParseList(kernel_list, &o.kernels))) {
     std::fprintf(stderr,
-                 "cact-run bench: -p, -d, -t, --arms and --kernels take comma-separated lists\n");
+                 "cact-run: -p, -d, -t, --arms and --kernels take comma-separated lists (see "
+                 "'cact-run bench --help')\n");
     return 2;
   }
   for (uint32_t t : o.threads)
     if (t < 1 || t > 256) {
-      std::fprintf(stderr, "cact-run bench: thread counts must be 1..256\n");
+      std::fprintf(stderr, "cact-run: -t: thread counts must be 1..256 (see 'cact-run bench --help')\n");
       return 2;
     }
   auto report = RunBench(o);
   if (!report.ok()) {
-    std::fprintf(stderr, "cact-run bench: %s\n", std::string(report.status().message()).c_str());
-    return 2;
+    return tools::ReportFailure("cact-run", report.status());
   }
   std::fputs(report->c_str(), stdout);
   return 0;

@@ -2,12 +2,12 @@
 //
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2]
 //                  [--arms fast,fast-int8,ref] [--kernels avx512vbmi,amx]
-//                  [--torch PATH/cact-torch] [-o md|json]
+//                  [--torch PATH/cact-torch] [--json]
 //                  [--json-out FILE] [--svg FILE] [--session N] [--tool-call N]
 //
 // Tests: ppP (prefill P tokens into an empty context) and tgN @ dD (decode N tokens one at
-// a time after D context tokens; D is capped at max_seq_len - N). Random token ids, no
-// tokenization or sampling inside the timed region. Within each repetition every test
+// a time after D context tokens; the default D list is capped at max_seq_len - N, a given D
+// past it is refused). Random token ids, no tokenization or sampling inside the timed region. Within each repetition every test
 // runs every arm back to back, so machine noise hits the arms alike; each row reports
 // mean +- sample stddev of tokens/s over the repetitions, then ratios between arms.
 // Arms: fast (default numerics), fast-int8 (plain int8 activations and codebooks, the
@@ -46,6 +46,7 @@ struct BenchOptions {
   std::string torch_binary;   // cact-torch executable (adds the torch arm)
   uint32_t ref_max_tokens = 600;
   int32_t window = -1;  // -1: the header's kv_window
+  bool depths_given = false;  // -d given: depths past max_seq_len are refused, else capped
   uint32_t sink = 0;
   double limits_seconds = 0.3;
   uint64_t seed = 1;
