@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 
 #include "absl/strings/str_format.h"
@@ -91,9 +92,15 @@ absl::StatusOr<CactDiff> DiffFiles(const CactFile& a, const CactFile& b) {
       if (!va.ok()) return va.status();
       if (!vb.ok()) return vb.status();
       for (size_t i = 0; i < va->size(); ++i) {
+        // std::max drops a NaN: non-finite values are counted, and make the maximum NaN.
+        if (!std::isfinite((*va)[i]) || !std::isfinite((*vb)[i])) {
+          ++td.non_finite;
+          continue;
+        }
         td.max_abs_diff = std::max(td.max_abs_diff, double(std::fabs((*va)[i] - (*vb)[i])));
         td.max_abs_a = std::max(td.max_abs_a, double(std::fabs((*va)[i])));
       }
+      if (td.non_finite) td.max_abs_diff = std::numeric_limits<double>::quiet_NaN();
     }
     d.tensors.push_back(td);
   }

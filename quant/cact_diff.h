@@ -20,7 +20,9 @@ struct TensorDiff {
   std::string a_type, b_type;   // "CQ2 g128", "FP16", ...
   double code_agreement = 1.0;  // fraction of equal CQ codes (same width and shape only)
   double norm_agreement = 1.0;  // fraction of equal FP16 group norms
-  double max_abs_diff = 0.0;    // of dequantized values (same logical shape only)
+  double max_abs_diff = 0.0;    // of dequantized values (same logical shape only); NaN when
+                                // any value of either is not finite
+  uint64_t non_finite = 0;      // elements where A or B is NaN or infinite
   double max_abs_a = 0.0;       // max |value| in A, for scale
   bool comparable = true;       // false when shapes differ
 };

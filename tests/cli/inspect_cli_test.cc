@@ -51,11 +51,25 @@ TEST_P(InspectFixture, HumanAndMarkdownOutputs) {
   const std::string kase = GetParam();
   auto text = testing::Run(Tool("cact-inspect") + " " + Fixture(kase, "model.cact"));
   ASSERT_EQ(text.exit_code, 0) << text.output;
-  EXPECT_NE(text.output.find("layer00.q_proj"), std::string::npos);
+  // The summary and the accounting; the tensor table is behind --tensors.
+  EXPECT_EQ(text.output.find("layer00.q_proj"), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("code-weighted width"), std::string::npos);
+  for (const char* row : {"file ", "sha256 ", "generation ", "parameters ", "scheme ",
+                          "geometry ", "kv cache ", "tokenizer "})
+    EXPECT_NE(("\n" + text.output).find(std::string("\n") + row), std::string::npos) << row;
+  auto tensors =
+      testing::Run(Tool("cact-inspect") + " --tensors " + Fixture(kase, "model.cact"));
+  ASSERT_EQ(tensors.exit_code, 0) << tensors.output;
+  EXPECT_NE(tensors.output.find("layer00.q_proj"), std::string::npos);
+  EXPECT_NE(tensors.output.find("codebooks\n  CQ2  ["), std::string::npos) << tensors.output;
+  // Markdown carries the same summary.
   auto md = testing::Run(Tool("cact-inspect") + " --markdown " + Fixture(kase, "model.cact"));
   ASSERT_EQ(md.exit_code, 0);
-  EXPECT_NE(md.output.find("| embedding"), std::string::npos);
+  for (const char* row : {"- sha256: ", "- parameters: ", "- geometry: ", "- kv cache: "})
+    EXPECT_NE(md.output.find(row), std::string::npos) << row << "\n" << md.output;
+  auto md_tensors = testing::Run(Tool("cact-inspect") + " --markdown --tensors " +
+                                 Fixture(kase, "model.cact"));
+  EXPECT_NE(md_tensors.output.find("| embedding"), std::string::npos);
 }
 
 TEST_P(InspectFixture, VerifyChecksTheSha256) {

@@ -10,7 +10,7 @@ namespace cact::inspect {
 
 struct Options {
   std::string file, file_b, sha256, tensor, output;
-  bool json = false, markdown = false, no_tensors = false, all = false;
+  bool json = false, markdown = false, no_tensors = false, all = false, tensors = false;
 };
 
 // Prints "cact-inspect: message" (tools/common/exit_code.h) and returns 2: every error of

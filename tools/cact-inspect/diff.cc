@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_format.h"
 #include "formats/cact/cact_file.h"
+#include "lib/counted.h"
 #include "nlohmann/json.hpp"
 #include "quant/cact_diff.h"
 #include "tools/cact-inspect/commands.h"
@@ -55,8 +56,9 @@ int RunDiff(const Options& o) {
           e["norm_agreement"] = t.norm_agreement;
         }
         if (t.comparable) {
-          e["max_abs_diff"] = t.max_abs_diff;
+          e["max_abs_diff"] = t.max_abs_diff;  // null when a value is not finite
           e["max_abs_a"] = t.max_abs_a;
+          e["non_finite"] = t.non_finite;
         }
       }
       ts.push_back(e);
@@ -85,8 +87,12 @@ int RunDiff(const Options& o) {
         norms = absl::StrFormat("%.4f%%", 100 * x.norm_agreement);
       }
       if (x.comparable) {
-        diff = absl::StrFormat("%.3g", x.max_abs_diff);
-        rel = x.max_abs_a > 0 ? absl::StrFormat("%.3g", x.max_abs_diff / x.max_abs_a) : "";
+        if (x.non_finite) {
+          diff = absl::StrFormat("NaN (%s)", Counted(x.non_finite, "non-finite value"));
+        } else {
+          diff = absl::StrFormat("%.3g", x.max_abs_diff);
+          rel = x.max_abs_a > 0 ? absl::StrFormat("%.3g", x.max_abs_diff / x.max_abs_a) : "";
+        }
       } else {
         diff = "shape differs";
       }

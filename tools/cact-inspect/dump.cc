@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "formats/cact/cact_file.h"
+#include "lib/file_identity.h"
 #include "lib/npy.h"
 #include "quant/tensor_values.h"
 #include "tools/cact-inspect/commands.h"
@@ -10,6 +11,7 @@
 namespace cact::inspect {
 
 int RunDump(const Options& o) {
+  if (absl::Status st = CheckOutputIsNotInput(o.output, {o.file}, "-o"); !st.ok()) return Fail(st);
   auto file = CactFile::Open(o.file);
   if (!file.ok()) return Fail(file.status());
   const TensorEntry* t = file->Find(o.tensor);

@@ -1,5 +1,7 @@
-// cact-inspect FILE: summary (file, checksum, geometry, KV, scheme, codebooks, heads,
-// tokenizer), the tensor table and the bits-per-weight accounting. Human, --markdown, --json.
+// cact-inspect FILE: a summary that fits a terminal (file, size, checksum, generation,
+// parameters, bits per weight, scheme, geometry, window, tokenizer), the bits-per-weight
+// accounting, and with --tensors the codebook values and the table of every tensor.
+// Human, --markdown (the same content), --json (everything, tensors included).
 #include <cmath>
 #include <cstdio>
 
@@ -11,6 +13,7 @@
 #include "formats/cact/geometry_json.h"
 #include "formats/pickle.h"
 #include "formats/tokenizer_blob.h"
+#include "lib/counted.h"
 #include "lib/sha256.h"
 #include "nlohmann/json.hpp"
 #include "quant/cact_diff.h"
@@ -53,32 +56,66 @@ Json HeaderJson(const Header& h) {
   return j;
 }
 
-void PrintSummary(const CactFile& f, const std::string& sha, const std::string& scheme,
-                  const TokenizerBlob* tok) {
+// The summary as (key, value) rows: what a user asks first, in the order they ask it.
+std::vector<std::pair<std::string, std::string>> SummaryRows(const CactFile& f,
+                                                             const std::string& sha,
+                                                             const std::string& scheme,
+                                                             const Accounting& acc,
+                                                             const TokenizerBlob* tok) {
   const Geometry& g = f.geometry();
-  auto row = [](const char* k, const std::string& v) { std::printf("%-11s %s\n", k, v.c_str()); };
+  std::vector<std::pair<std::string, std::string>> rows;
+  auto row = [&](const char* k, const std::string& v) { rows.emplace_back(k, v); };
   row("file", absl::StrFormat("%s (%s bytes%s)", f.path(), Thousands(f.bytes().size()),
                               f.bytes().decompressed() ? ", decompressed from zstd" : ""));
   row("sha256", sha);
-  row("format", absl::StrFormat(".cact tag 0x%08X, %d tensors, codebook %d values", f.header().tag,
-                                f.header().num_tensors, f.header().codebook_len));
-  row("model", absl::StrFormat("vocab %d, d_model %d, %d layers, %d/%d heads x %d, max_seq_len %d",
-                               g.vocab, g.d_model, g.num_layers, g.num_heads, g.num_kv_heads,
-                               g.head_dim, g.max_seq_len));
-  row("blocks", absl::StrFormat("Hadamard MLP n=%d, mHC %d lanes, RoPE theta %g", g.hada_n,
-                                g.mhc_lanes, g.rope_theta));
-  row("engram", absl::StrFormat("sites [%s], orders [%s], %d tables x %d slots x %d, conv %d taps "
-                                "dilation %d",
-                                absl::StrJoin(Used(g.engram_sites, g.num_engram_sites), ","),
-                                absl::StrJoin(Used(g.engram_orders, g.num_engram_orders), ","),
-                                g.num_engram_tables, g.engram_slots, g.engram_sub_dim,
-                                g.engram_conv_taps, g.engram_conv_dilation));
-  row("kv cache", absl::StrFormat("window %d, %s", g.kv_window,
-                                  g.kv_bits == 8 ? "int8" : absl::StrFormat("%d-bit", g.kv_bits)));
+  row("generation", absl::StrFormat("Needle 2 (.cact tag 0x%08X, %s)", f.header().tag,
+                                    Counted(f.header().num_tensors, "tensor")));
+  row("parameters", absl::StrFormat("%s (%s CQ-coded), %.4f bits per weight for the whole file",
+                                    Thousands(acc.params), Thousands(acc.cq_params),
+                                    acc.file_bpw));
   row("scheme", scheme.empty() ? "(no CQ records)"
                                : absl::StrFormat("%s (inferred from the records)", scheme));
-  row("codebooks", f.codebook_group() ? absl::StrFormat("scaled for group %d", f.codebook_group())
-                                      : std::string("group not recognised (custom codebook)"));
+  row("geometry",
+      absl::StrFormat("vocab %s, d_model %d, %s, %d/%d heads x %d, max_seq_len %s",
+                      Thousands(g.vocab), g.d_model, Counted(g.num_layers, "layer"), g.num_heads,
+                      g.num_kv_heads, g.head_dim, Thousands(g.max_seq_len)));
+  row("blocks", absl::StrFormat("Hadamard MLP n=%d, mHC %d lanes, RoPE theta %g", g.hada_n,
+                                g.mhc_lanes, g.rope_theta));
+  row("engram", absl::StrFormat("sites [%s], orders [%s], %d tables x %s slots x %d, conv %d "
+                                "taps dilation %d",
+                                absl::StrJoin(Used(g.engram_sites, g.num_engram_sites), ","),
+                                absl::StrJoin(Used(g.engram_orders, g.num_engram_orders), ","),
+                                g.num_engram_tables, Thousands(g.engram_slots), g.engram_sub_dim,
+                                g.engram_conv_taps, g.engram_conv_dilation));
+  row("kv cache", absl::StrFormat("window %s, %s", Thousands(g.kv_window),
+                                  g.kv_bits == 8 ? "int8" : absl::StrFormat("%d-bit", g.kv_bits)));
+  row("codebooks",
+      f.codebook_group()
+          ? absl::StrFormat("Lloyd-Max CQ2/CQ3/CQ4, scaled for group %d (values: --tensors)",
+                            f.codebook_group())
+          : std::string("group not recognised (custom codebook; values: --tensors)"));
+  row("heads", HeadsText(f));
+  if (tok)
+    row("tokenizer",
+        absl::StrFormat("%s pieces, pad/eos/bos/unk = %d/%d/%d/%d, dummy prefix %d, byte "
+                        "fallback %d",
+                        Thousands(tok->pieces.size()), tok->pad_id, tok->eos_id, tok->bos_id,
+                        tok->unk_id, tok->add_dummy_prefix, tok->byte_fallback));
+  return rows;
+}
+
+void PrintSummary(const std::vector<std::pair<std::string, std::string>>& rows, bool markdown) {
+  for (const auto& [k, v] : rows) {
+    if (markdown)
+      std::printf("- %s: %s\n", k.c_str(), v.c_str());
+    else
+      std::printf("%-11s %s\n", k.c_str(), v.c_str());
+  }
+}
+
+// The embedded codebooks' values (part of the detailed view).
+void PrintCodebooks(const CactFile& f, bool markdown) {
+  std::printf(markdown ? "\n### Codebooks\n\n" : "\ncodebooks\n");
   size_t off = 0;
   for (uint32_t bits : {2u, 3u, 4u}) {
     size_t n = size_t(1) << bits;
@@ -86,14 +123,8 @@ void PrintSummary(const CactFile& f, const std::string& sha, const std::string& 
     for (size_t i = 0; i < n && off + i < f.codebook().size(); ++i)
       v.push_back(absl::StrFormat("%.6g", f.codebook()[off + i]));
     off += n;
-    std::printf("  CQ%u       [%s]\n", bits, absl::StrJoin(v, ", ").c_str());
+    std::printf(markdown ? "- CQ%u: %s\n" : "  CQ%u  [%s]\n", bits, absl::StrJoin(v, ", ").c_str());
   }
-  row("heads", HeadsText(f));
-  if (tok)
-    row("tokenizer", absl::StrFormat("%d pieces, pad/eos/bos/unk = %d/%d/%d/%d, dummy prefix %d, "
-                                     "byte fallback %d",
-                                     tok->pieces.size(), tok->pad_id, tok->eos_id, tok->bos_id,
-                                     tok->unk_id, tok->add_dummy_prefix, tok->byte_fallback));
 }
 
 Json AccountingJson(const Accounting& a) {
@@ -201,24 +232,27 @@ int RunInfo(const Options& o) {
     return 0;
   }
 
-  if (!o.markdown)
-    PrintSummary(f, sha, scheme, tok.ok() ? &*tok : nullptr);
-  else
-    std::printf("## %s\n\n- sha256 `%s`\n- scheme `%s`\n- heads: %s\n\n", f.path().c_str(),
-                sha.c_str(), scheme.c_str(), HeadsText(f).c_str());
-  if (!o.no_tensors) {
-    std::printf(o.markdown ? "\n### Tensors\n\n" : "\ntensors\n");
-    Table t({">#", "name", "type", "shape", ">bits", ">group", ">offset", ">bytes", ">bpw"});
-    for (const TensorEntry& e : f.tensors())
-      t.Add({std::to_string(e.index), e.name, TypeLabel(e.record), ShapeText(e),
-             e.is_cq() ? std::to_string(e.record.bits) : "",
-             e.is_cq() ? std::to_string(e.record.group) : "", std::to_string(e.record.offset),
-             Thousands(e.record.nbytes),
-             e.record.dtype == DType::kRAW ? "" : absl::StrFormat("%.4f", RecordBpw(e))});
-    t.Print(stdout, o.markdown, o.markdown ? "" : "  ");
-  }
+  if (o.markdown) std::printf("## %s\n\n", f.path().c_str());
+  PrintSummary(SummaryRows(f, sha, scheme, acc, tok.ok() ? &*tok : nullptr), o.markdown);
   std::printf(o.markdown ? "\n### Accounting\n\n" : "\naccounting\n");
   PrintAccounting(acc, o.markdown);
+  if (!o.tensors) {
+    if (!o.markdown)
+      std::printf("\n(%s: cact-inspect %s --tensors)\n",
+                  "the codebook values and the table of every tensor",
+                  f.path().c_str());
+    return 0;
+  }
+  PrintCodebooks(f, o.markdown);
+  std::printf(o.markdown ? "\n### Tensors\n\n" : "\ntensors\n");
+  Table t({">#", "name", "type", "shape", ">bits", ">group", ">offset", ">bytes", ">bpw"});
+  for (const TensorEntry& e : f.tensors())
+    t.Add({std::to_string(e.index), e.name, TypeLabel(e.record), ShapeText(e),
+           e.is_cq() ? std::to_string(e.record.bits) : "",
+           e.is_cq() ? std::to_string(e.record.group) : "", Thousands(e.record.offset),
+           Thousands(e.record.nbytes),
+           e.record.dtype == DType::kRAW ? "" : absl::StrFormat("%.4f", RecordBpw(e))});
+  t.Print(stdout, o.markdown, o.markdown ? "" : "  ");
   return 0;
 }
 
