@@ -45,6 +45,7 @@ class FinetuneCommand : public Subcommand {
   train::FinetuneOptions opt_;
   std::string base_, data_, output_;
   size_t max_len_ = 1024;
+  CLI::Option* max_len_opt_ = nullptr;
   int threads_ = 0;
   bool no_qat_ = false, quiet_ = false;
 };
@@ -58,7 +59,7 @@ class EvalCommand : public Subcommand {
 
  private:
   std::string weights_, text_, tokenizer_, fake_quant_;
-  int64_t ctx_ = 256, chunks_ = 0;
+  int64_t ctx_ = 0, chunks_ = 0;  // ctx 0: min(max_seq_len, 512)
   int threads_ = 0;
   bool json_ = false;
 };

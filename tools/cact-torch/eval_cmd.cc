@@ -1,9 +1,11 @@
 // cact-torch eval: the perplexity of float weights (safetensors with the config metadata that
 // cact-torch train writes) on a text, scored exactly as `cact-run perplexity --ctx --chunks`
 // (same tokens, same chunks), optionally through CQ fake quantization at a scheme's widths.
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "engine/eval/perplexity.h"
 #include "engine/text/tokenizer.h"
 #include "libtorch/blas_threads.h"
 #include "formats/safetensors.h"
@@ -11,6 +13,7 @@
 #include "nlohmann/json.hpp"
 #include "quant/weights_geometry.h"
 #include "tools/cact-torch/commands.h"
+#include "tools/common/cli.h"
 #include "train/training_data.h"
 
 namespace cact::torch_tool {
@@ -21,12 +24,18 @@ void EvalCommand::Add(CLI::App& app) {
   sub_->add_option("-f,--file", text_, "text to score")->required();
   sub_->add_option("--tokenizer", tokenizer_,
                    "SentencePiece .model (default: the built-in 512-piece one)");
-  sub_->add_option("--ctx", ctx_, "positions per chunk, BOS included (default 256)");
-  sub_->add_option("--chunks", chunks_, "score only the first N chunks (default all)");
+  sub_->add_option("--ctx", ctx_,
+                   "positions per chunk, BOS included, 2 to max_seq_len (default: "
+                   "min(max_seq_len, 512), as cact-run perplexity)")
+      ->check(tools::WholeIn(2, UINT32_MAX));
+  sub_->add_option("--chunks", chunks_, "score only the first N chunks (0 = all)")
+      ->check(tools::WholeIn(0, UINT32_MAX));
   sub_->add_option("--fake-quant", fake_quant_,
                    "score through CQ fake quantization at this scheme");
-  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
+  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)")
+      ->check(tools::WholeIn(1, 256));
   sub_->add_flag("--json", json_, "print one JSON line");
+  sub_->footer("Example:\n  cact-torch eval reference.safetensors -f heldout.txt --ctx 256");
 }
 
 int EvalCommand::Run() {
@@ -43,6 +52,11 @@ int EvalCommand::Run() {
   if (!g.ok()) return Fail(g.status());
   auto weights = train::FromSafetensors(*st, *g, weights_);
   if (!weights.ok()) return Fail(weights.status());
+  // The scoring context: refused past the model, never capped (as in cact-run perplexity).
+  if (ctx_ == 0) ctx_ = std::min<int64_t>(g->max_seq_len, kDefaultScoringContext);
+  if (ctx_ > int64_t(g->max_seq_len))
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--ctx %d is more than the model's max_seq_len %d", ctx_, g->max_seq_len)));
   auto tokenizer = train::LoadTrainingTokenizer(tokenizer_);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   auto tok = Tokenizer::FromBlob(tokenizer->blob);

@@ -6,9 +6,11 @@
 #include "engine/text/tokenizer.h"
 #include "libtorch/blas_threads.h"
 #include "formats/cact/cact_file.h"
+#include "formats/cact/finite_check.h"
 #include "lib/resources.h"
 #include "quant/dequant_export.h"
 #include "tools/cact-torch/commands.h"
+#include "tools/common/cli.h"
 #include "train/finetune_data.h"
 
 namespace cact::torch_tool {
@@ -20,29 +22,42 @@ void FinetuneCommand::Add(CLI::App& app) {
       "JSONL lines: {\"query\", \"tools\", \"answers\", optional \"reasoning\", \"system\"} or "
       "single-turn chat {\"messages\", \"tools\"}, rendered with the Needle template; the loss is "
       "on "
-      "the target (tool call) only. Merge with: cact-quant lora BASE --adapter "
-      "OUT/adapter_model.safetensors --adapter-config OUT/adapter_config.json -o MERGED.cact");
+      "the target (tool call) only. Merge with: cact-quant lora BASE --adapter OUT -o "
+      "MERGED.cact");
   sub_->add_option("base", base_, "base .cact")->required();
   sub_->add_option("--data", data_, "fine-tuning examples (.jsonl)")->required();
   sub_->add_option("-o,--output", output_, "adapter directory (PEFT layout)")->required();
-  sub_->add_option("--rank", opt_.rank, "LoRA rank (default 16)");
-  sub_->add_option("--alpha", opt_.alpha, "LoRA alpha; merge scale alpha/rank (default 32)");
-  sub_->add_option("--epochs", opt_.epochs, "passes over the training split (default 3)");
-  sub_->add_option("--batch", opt_.batch, "examples per step (default 16)");
-  sub_->add_option("--lr", opt_.lr, "peak learning rate (default 1e-4)");
-  sub_->add_option("--val-split", opt_.val_split, "held-out share of the examples (default 0.1)");
-  sub_->add_option("--max-len", max_len_,
-                   "longest sequence, tokens (default 1024, capped by the model)");
-  sub_->add_option("--seed", opt_.seed, "adapter init, split and order (default 0)");
+  sub_->add_option("--rank", opt_.rank, "LoRA rank (default 16)")
+      ->check(tools::WholeIn(1, 4096));
+  sub_->add_option("--alpha", opt_.alpha, "LoRA alpha; merge scale alpha/rank (default 32)")
+      ->check(tools::FiniteNumber());
+  sub_->add_option("--epochs", opt_.epochs, "passes over the training split (default 3)")
+      ->check(tools::WholeIn(1, 1000000));
+  sub_->add_option("--batch", opt_.batch, "examples per step (default 16)")
+      ->check(tools::WholeIn(1, 1 << 20));
+  sub_->add_option("--lr", opt_.lr, "peak learning rate (default 1e-4)")
+      ->check(tools::FiniteAtLeast(0));
+  sub_->add_option("--val-split", opt_.val_split, "held-out share of the examples (default 0.1)")
+      ->check(tools::FiniteIn(0, 1));
+  max_len_opt_ = sub_->add_option("--max-len", max_len_,
+                                  "longest sequence, tokens, 2 to max_seq_len (default: "
+                                  "min(1024, max_seq_len))")
+      ->check(tools::WholeIn(2, UINT32_MAX));
+  sub_->add_option("--seed", opt_.seed, "adapter init, split and order (default 0)")
+      ->check(tools::WholeIn(0, UINT64_MAX));
   sub_->add_flag("--no-qat", no_qat_, "train on float merged weights, not CQ fake-quantized ones");
-  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
+  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)")
+      ->check(tools::WholeIn(0, 256));
   sub_->add_flag("-q,--quiet", quiet_, "no progress lines");
+  sub_->footer(sub_->get_footer() +
+               "\nExample:\n  cact-torch finetune base.cact --data calls.jsonl -o adapter/");
 }
 
 int FinetuneCommand::Run() {
   const Stopwatch clock;
   auto file = CactFile::Open(base_);
   if (!file.ok()) return Fail(file.status());
+  if (absl::Status finite = CheckFinite(*file); !finite.ok()) return Fail(finite);
   auto tok = Tokenizer::FromBytes(file->tokenizer_blob(), base_);
   if (!tok.ok()) return Fail(tok.status());
   auto set = train::ReadFinetuneJsonl(data_);
@@ -50,6 +65,10 @@ int FinetuneCommand::Run() {
   if (set->examples.size() < 2)
     return Fail(absl::InvalidArgumentError(data_ + ": fewer than 2 usable examples"));
   const Geometry& g = file->geometry();
+  // Refused, never capped, when given (the rule of every tool); the default adapts.
+  if (max_len_opt_->count() && max_len_ > g.max_seq_len)
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "--max-len %d is more than the model's max_seq_len %d", max_len_, g.max_seq_len)));
   const size_t max_len =
       train::FitMaxLen(*tok, set->examples, std::min<size_t>(max_len_, g.max_seq_len));
   std::vector<train::EncodedExample> encoded;

@@ -20,6 +20,8 @@
 #include "libtorch/bridge.h"
 #include "libtorch/torch_module.h"
 #include "formats/cact/cact_file.h"
+#include "formats/cact/finite_check.h"
+#include "lib/file_identity.h"
 #include "lib/npy.h"
 #include "lib/resources.h"
 #include "nlohmann/json.hpp"
@@ -42,6 +44,7 @@ int Export(const std::string& in, const std::string& out, const std::string& for
   const Stopwatch clock;
   auto file = CactFile::Open(in);
   if (!file.ok()) return Fail(file.status());
+  if (absl::Status finite = CheckFinite(*file); !finite.ok()) return Fail(finite);
   if (format == "safetensors") {
     auto written = ExportSafetensors(*file, out);
     if (!written.ok()) return Fail(written.status());
@@ -201,6 +204,8 @@ int main(int argc, char** argv) {
       ->required();
   ex->add_option("--format", ex_format, "torchscript (default) or safetensors")
       ->check(CLI::IsMember({"torchscript", "safetensors"}));
+  ex->footer("Examples:\n  cact-torch export model.cact -o model.pt\n"
+             "  cact-torch export model.cact --format safetensors -o weights/");
 
   ImportRequest req;
   std::string im_scheme, im_base;
@@ -214,6 +219,8 @@ int main(int argc, char** argv) {
   im->add_option("--base", im_base, "the source .cact, for safetensors input");
   im->add_flag("--json", im_json, "print the report as JSON");
   im->add_flag("-v,--verbose", im_verbose, "list kept tensors too");
+  im->footer("Examples:\n  cact-torch import edited.pt -o edited.cact\n"
+             "  cact-torch import weights/ --base model.cact -o edited.cact");
 
   std::string run_model, run_tokens, run_logits;
   int64_t run_window = 0, run_sink = 0;
@@ -222,24 +229,31 @@ int main(int argc, char** argv) {
       "run", "run an exported module with libtorch (prefill of the given tokens)");
   run->add_option("model", run_model, "MODEL.pt")->required();
   run->add_option("--tokens", run_tokens, "comma-separated token ids")->required();
-  run->add_option("--window", run_window, "attention window (0 = plain causal)");
-  run->add_option("--sink", run_sink, "pinned first positions (with --window)");
+  run->add_option("--window", run_window, "attention window (0 = plain causal)")
+      ->check(tools::WholeIn(0, INT32_MAX));
+  run->add_option("--sink", run_sink, "pinned first positions (with --window)")
+      ->check(tools::WholeIn(0, INT32_MAX));
   run->add_option("--logits", run_logits, "write [T, vocab] float32 logits to this .npy");
-  run->add_option("-r,--repeat", run_repeat, "run the prefill N times and report the median");
+  run->add_option("-r,--repeat", run_repeat, "run the prefill N times and report the median")
+      ->check(tools::WholeIn(1, 100000));
   run->add_option("-w,--warmup", run_warmup,
-                  "untimed runs first (TorchScript optimises during the first 2)");
+                  "untimed runs first (TorchScript optimises during the first 2)")
+      ->check(tools::WholeIn(0, 100000));
   run->add_option("-t,--threads", run_threads,
-                  "threads for the matrix products (default: the CPUs available; see "
-                  "docs/cact-torch.md, Threads)");
+                  "threads for the matrix products (0: the CPUs available; see "
+                  "docs/cact-torch.md, Threads)")
+      ->check(tools::WholeIn(0, 256));
   bool run_json = false;
   run->add_flag("--json", run_json, "also print the timings as one JSON line on stdout");
+  run->footer("Example:\n  cact-torch run model.pt --tokens 2,17,40 --logits logits.npy");
 
   int info_threads = 0;
   bool info_json = false;
   auto* info = app.add_subcommand(
       "info", "name the BLAS behind libtorch and the threads of both pools (after the rule)");
-  info->add_option("-t,--threads", info_threads, "as for run");
+  info->add_option("-t,--threads", info_threads, "as for run")->check(tools::WholeIn(0, 256));
   info->add_flag("--json", info_json, "print one JSON line");
+  info->footer("Example:\n  cact-torch info -t 2");
 
   cact::torch_tool::TrainCommand train;
   train.Add(app);
@@ -248,7 +262,22 @@ int main(int argc, char** argv) {
   cact::torch_tool::EvalCommand eval;
   eval.Add(app);
 
+  app.footer("Example:\n  cact-torch export model.cact -o model.pt\n"
+             "Every subcommand has its own --help; docs/cact-torch.md has the details.");
+
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
+  // Outputs never replace inputs: refused before any work.
+  struct OutputOf {
+    const std::string& output;
+    std::vector<std::string> inputs;
+    const char* role;
+  };
+  for (const OutputOf& o : {OutputOf{ex_out, {ex_in}, "-o"},
+                            OutputOf{req.output, {req.input, im_base}, "-o"},
+                            OutputOf{run_logits, {run_model}, "--logits"}}) {
+    if (absl::Status st = CheckOutputIsNotInput(o.output, o.inputs, o.role); !st.ok())
+      return Fail(st);
+  }
   if (train.chosen()) return train.Run();
   if (finetune.chosen()) return finetune.Run();
   if (eval.chosen()) return eval.Run();

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "tools/cact-torch/commands.h"
+#include "tools/common/cli.h"
 
 #include <cstdio>
 #include <fstream>
@@ -59,29 +60,45 @@ void TrainCommand::Add(CLI::App& app) {
   sub_->add_option("--text", data_.text, "or plain training text files...");
   sub_->add_option("--heldout", data_.heldout, "...and held-out text files (scored as one text)");
   sub_->add_option("--heldout-chunks", data_.heldout_chunks,
-                   "held-out chunks of seq-1 tokens scored at the end (default 128; 0 = all)");
+                   "held-out chunks of seq-1 tokens scored at the end (default 128; 0 = all)")
+      ->check(tools::WholeIn(0, UINT32_MAX));
   sub_->add_option("--tokenizer", data_.tokenizer_path,
                    "SentencePiece .model (default: the built-in 512-piece Debian tokenizer)");
   sub_->add_option("--geometry", geometry_, "NAME[,key=value...] (default reference)");
   sub_->add_option("-o,--output", output_, "OUT.cact; also OUT.safetensors, OUT.curve.{tsv,svg}")
       ->required();
-  sub_->add_option("--steps", opt_.steps, "optimizer steps in all (default 1000)");
+  sub_->add_option("--steps", opt_.steps, "optimizer steps in all (default 1000)")
+      ->check(tools::WholeIn(1, INT32_MAX));
   sub_->add_option("--qat-steps", opt_.qat_steps,
-                   "the last N steps on CQ fake-quantized weights (default 0)");
-  sub_->add_option("--warmup", opt_.warmup, "linear warmup steps (default 100)");
-  sub_->add_option("--lr", opt_.lr, "peak learning rate (default 3e-3)");
-  sub_->add_option("--final-lr", opt_.final_lr, "learning rate at the last step (default 3e-4)");
-  sub_->add_option("--weight-decay", opt_.weight_decay, "AdamW decay of matrices (default 0.1)");
-  sub_->add_option("--clip", opt_.clip, "max global gradient norm (default 1)");
-  sub_->add_option("--batch", opt_.batch, "sequences per step (default 16)");
-  sub_->add_option("--seq", opt_.seq, "tokens per sequence, BOS included (default 256)");
-  sub_->add_option("--seed", opt_.seed, "initial weights and sampling (default 0)");
-  sub_->add_option("--eval-every", opt_.eval_every, "held-out loss every N steps (default 100)");
+                   "the last N steps on CQ fake-quantized weights (default 0)")
+      ->check(tools::WholeIn(0, INT32_MAX));
+  sub_->add_option("--warmup", opt_.warmup, "linear warmup steps (default 100)")
+      ->check(tools::WholeIn(0, INT32_MAX));
+  sub_->add_option("--lr", opt_.lr, "peak learning rate (default 3e-3)")
+      ->check(tools::FiniteAtLeast(0));
+  sub_->add_option("--final-lr", opt_.final_lr, "learning rate at the last step (default 3e-4)")
+      ->check(tools::FiniteAtLeast(0));
+  sub_->add_option("--weight-decay", opt_.weight_decay, "AdamW decay of matrices (default 0.1)")
+      ->check(tools::FiniteAtLeast(0));
+  sub_->add_option("--clip", opt_.clip, "max global gradient norm (default 1)")
+      ->check(tools::FiniteAtLeast(0));
+  sub_->add_option("--batch", opt_.batch, "sequences per step (default 16)")
+      ->check(tools::WholeIn(1, 1 << 20));
+  sub_->add_option("--seq", opt_.seq, "tokens per sequence, BOS included (default 256)")
+      ->check(tools::WholeIn(2, UINT32_MAX));
+  sub_->add_option("--seed", opt_.seed, "initial weights and sampling (default 0)")
+      ->check(tools::WholeIn(0, UINT64_MAX));
+  sub_->add_option("--eval-every", opt_.eval_every, "held-out loss every N steps (default 100)")
+      ->check(tools::WholeIn(1, INT32_MAX));
   sub_->add_option("--scheme", scheme_,
                    "widths of the .cact and of the quantization-aware phase (default " +
                        std::string(kDefaultScheme) + ")");
-  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)");
+  sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)")
+      ->check(tools::WholeIn(0, 256));
   sub_->add_flag("-q,--quiet", quiet_, "no progress lines");
+  sub_->footer(sub_->get_footer() +
+               "\nExample:\n  cact-torch train --text train.txt --heldout heldout.txt --steps 200 "
+               "-o small.cact");
 }
 
 int TrainCommand::Run() {

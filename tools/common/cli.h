@@ -5,12 +5,14 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include "CLI/CLI.hpp"
+#include "lib/file_identity.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/stdout_check.h"
 #include "tools/common/version.h"
@@ -25,6 +27,7 @@ inline void SetUpTool(CLI::App& app, const std::string& program, std::string_vie
   app.option_defaults()->always_capture_default();
   app.get_formatter()->column_width(34);
   CheckStdoutAtExit(tool);
+  RecordInputs(true);  // outputs never replace inputs (lib/file_identity.h)
 }
 inline void SetUpTool(CLI::App& app, std::string_view tool) {
   SetUpTool(app, std::string(tool), tool);
@@ -41,7 +44,12 @@ std::optional<int> ParseCommandLine(CLI::App& app, Args&&... args) {
     std::string message = e.what();
     for (char& c : message)
       if (c == '\n') c = ' ';
-    const std::string program = app.get_name();
+    // Point at the help of the subcommand that was being parsed.
+    std::string program = app.get_name();
+    for (const CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+      sub = sub->get_subcommands().front();
+      program += " " + sub->get_name();
+    }
     const std::string tool = program.substr(0, program.find(' '));
     std::fprintf(stderr, "%s: %s (see '%s --help')\n", tool.c_str(), message.c_str(),
                  program.c_str());
@@ -83,6 +91,24 @@ inline CLI::Validator FiniteNumber() {
         return {};
       },
       "finite");
+}
+
+// A whole number in [lo, hi] ("-1" for an unsigned count is refused, not wrapped around).
+inline CLI::Validator WholeIn(uint64_t lo, uint64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& s) -> std::string {
+        uint64_t v = 0;
+        const bool whole = !s.empty() && s.find_first_not_of("0123456789") == std::string::npos &&
+                           CLI::detail::lexical_cast(s, v);
+        if (!whole || v < lo || v > hi)
+          return "must be a whole number in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                 "], got '" + s + "'";
+        return {};
+      },
+      "whole, in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+inline CLI::Validator WholeAtLeast(uint64_t lo, uint64_t hi = UINT32_MAX) {
+  return WholeIn(lo, hi).description("whole, >= " + std::to_string(lo));
 }
 
 }  // namespace cact::tools
