@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   app.add_option("--system", system, "optional system turn for the chat template");
   auto* n_opt =
       app.add_option("-n,--max-new-tokens", n,
-                     "tokens to generate (validate: decode steps, default 0; tool calls: the "
+                     "tokens to generate (validate: decode steps, default 64; tool calls: the "
                      "answer's budget, default 128); the prompt and these must fit the model's "
                      "max_seq_len")
           ->check(cact::tools::WholeIn(0, UINT32_MAX));
