@@ -53,7 +53,7 @@ void CommonOutput(CLI::App* c, Options& o, bool kv_window = true) {
   c->add_flag("-q,--quiet", o.quiet, "no per-tensor progress lines");
   c->add_flag("--dry-run", o.dry_run, "print the plan and the final size; write nothing");
   c->add_option("--zstd-level", o.zstd_level, "zstd level for .zst outputs")
-      ->check(CLI::Range(1, 22));
+      ->check(cact::tools::WholeIn(1, 22));
   c->add_flag("--exporter-rotation", o.exporter_rotation,
               "rotate in the official exporter's summation order (numpy on the reference BLAS): "
               "bit-identical "

@@ -80,16 +80,19 @@ int main(int argc, char** argv) {
   app.add_option(
          "-t,--threads", req.threads,
          "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
-      ->check(cact::tools::WholeIn(1, 256));
+      ->check(cact::tools::WholeIn(1, 256))
+      ->default_str("auto");
   auto* window_opt =
       app.add_option("--window", window,
-                     "attention window W, 0 (causal) to max_seq_len (default: header kv_window)")
-          ->check(cact::tools::WholeIn(0, UINT32_MAX));
+                     "attention window W, 0 (causal) to max_seq_len")
+          ->check(cact::tools::WholeIn(0, UINT32_MAX))
+          ->default_str("header kv_window");
   auto* sink_opt =
       app.add_option("--sink", sink,
-                     "pinned first positions, 0 to max_seq_len (default: the tool declarations "
-                     "in chat mode, else 0)")
-          ->check(cact::tools::WholeIn(0, UINT32_MAX));
+                     "pinned first positions, 0 to max_seq_len (the tool declarations in chat "
+                     "mode, else 0)")
+          ->check(cact::tools::WholeIn(0, UINT32_MAX))
+          ->default_str("auto");
   app.add_option("--temperature", req.sampling.temperature, "sampling temperature (0 = greedy)")
       ->check(cact::tools::FiniteAtLeast(0));
   app.add_option("--top-k", req.sampling.top_k, "keep the k most likely tokens (0 = all)")

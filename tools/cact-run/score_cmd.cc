@@ -44,9 +44,9 @@ struct ScoringFlags {
   void Add(CLI::App& app) {
     app.add_option("-f,--file", file, "text file to score (UTF-8)")->required();
     app.add_option("-c,--ctx", options.ctx,
-                   "positions per chunk, BOS included, 2 to max_seq_len (default: "
-                   "min(max_seq_len, 512))")
-        ->check(tools::WholeIn(2, UINT32_MAX));
+                   "positions per chunk, BOS included, 2 to max_seq_len")
+        ->check(tools::WholeIn(2, UINT32_MAX))
+        ->default_str("min(max_seq_len, 512)");
     app.add_option("--path", path,
                    "forward path: fast, fast-int8 (plain int8 numerics), ref (FP32 reference) "
                    "or auto (fast)")
@@ -54,11 +54,12 @@ struct ScoringFlags {
     app.add_option("-t,--threads", options.threads,
                    "threads (default: the CPUs this process may use, at most 8); chunks run "
                    "in parallel, one per thread")
-        ->check(tools::WholeIn(1, 256));
+        ->check(tools::WholeIn(1, 256))
+        ->default_str("auto");
     window_opt = app.add_option("--window", window,
-                                "attention window W, 0 (causal) to max_seq_len (default: header "
-                                "kv_window)")
-                     ->check(tools::WholeIn(0, UINT32_MAX));
+                                "attention window W, 0 (causal) to max_seq_len")
+                     ->check(tools::WholeIn(0, UINT32_MAX))
+                     ->default_str("header kv_window");
     app.add_option("--sink", options.sink, "pinned first positions of each chunk, 0 to --ctx")
         ->check(tools::WholeIn(0, UINT32_MAX));
     app.add_option("--chunks", options.max_chunks, "score only the first N chunks (0 = all)")

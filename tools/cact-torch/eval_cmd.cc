@@ -25,9 +25,10 @@ void EvalCommand::Add(CLI::App& app) {
   sub_->add_option("--tokenizer", tokenizer_,
                    "SentencePiece .model (default: the built-in 512-piece one)");
   sub_->add_option("--ctx", ctx_,
-                   "positions per chunk, BOS included, 2 to max_seq_len (default: "
-                   "min(max_seq_len, 512), as cact-run perplexity)")
-      ->check(tools::WholeIn(2, UINT32_MAX));
+                   "positions per chunk, BOS included, 2 to max_seq_len (as cact-run "
+                   "perplexity)")
+      ->check(tools::WholeIn(2, UINT32_MAX))
+      ->default_str("min(max_seq_len, 512)");
   sub_->add_option("--chunks", chunks_, "score only the first N chunks (0 = all)")
       ->check(tools::WholeIn(0, UINT32_MAX));
   sub_->add_option("--fake-quant", fake_quant_,

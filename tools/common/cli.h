@@ -105,10 +105,10 @@ inline CLI::Validator WholeIn(uint64_t lo, uint64_t hi) {
                  "], got '" + s + "'";
         return {};
       },
-      "whole, in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-}
-inline CLI::Validator WholeAtLeast(uint64_t lo, uint64_t hi = UINT32_MAX) {
-  return WholeIn(lo, hi).description("whole, >= " + std::to_string(lo));
+      // A type's own maximum is no range a reader needs to see.
+      hi == UINT32_MAX || hi == INT32_MAX || hi == UINT64_MAX
+          ? "whole, >= " + std::to_string(lo)
+          : "whole, in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 }  // namespace cact::tools

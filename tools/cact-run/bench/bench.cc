@@ -686,8 +686,9 @@ int BenchMain(int argc, char** argv) {
                  "cact-torch executable: adds the libtorch arm (prefill tests)");
   app.add_option("--ref-max-tokens", o.ref_max_tokens, "skip reference runs needing more tokens");
   app.add_option("--window", o.window,
-                 "attention window, 0 (causal) to max_seq_len (default: the header's kv_window)")
-      ->check(tools::WholeIn(0, INT32_MAX));
+                 "attention window, 0 (causal) to max_seq_len")
+      ->check(tools::WholeIn(0, INT32_MAX))
+      ->default_str("header kv_window");
   app.add_option("--sink", o.sink, "pinned first positions, 0 to max_seq_len")
       ->check(tools::WholeIn(0, UINT32_MAX));
   bool json = false;
