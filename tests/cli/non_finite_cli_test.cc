@@ -100,6 +100,17 @@ TEST_F(NonFinite, EveryComputingCommandRefusesTheModel) {
   }
 }
 
+TEST_F(NonFinite, DumpWritesNoNonFiniteValue) {
+  for (const Damaged& d : cases_) {
+    auto r = testing::Run(Tool("cact-inspect") + " dump " + d.path + " --tensor " + d.tensor +
+                          " -o " + (dir_ / "t.npy"));
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("refusing to write a non-finite value"), std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir_ / "t.npy"));
+  }
+}
+
 TEST_F(NonFinite, DiffShowsTheNaNDifference) {
   for (const Damaged& d : cases_) {
     auto r = testing::Run(Tool("cact-inspect") + " diff " + Fixture("tiny", "model.cact") + " " +

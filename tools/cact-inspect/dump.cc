@@ -1,7 +1,9 @@
 // cact-inspect dump: one tensor's values (CQ dequantized with the file's codebook) as .npy
 // in its logical shape.
+#include <cmath>
 #include <cstdio>
 
+#include "absl/strings/str_format.h"
 #include "formats/cact/cact_file.h"
 #include "lib/file_identity.h"
 #include "lib/npy.h"
@@ -21,6 +23,13 @@ int RunDump(const Options& o) {
   }
   auto values = TensorValues(*file, *t);
   if (!values.ok()) return Fail(values.status());
+  // No writer emits a non-finite value; verify locates it in the file.
+  for (size_t i = 0; i < values->size(); ++i)
+    if (!std::isfinite((*values)[i]))
+      return Fail(absl::InvalidArgumentError(absl::StrFormat(
+          "%s: tensor '%s' element %d is %g; refusing to write a non-finite value "
+          "(`cact-inspect verify %s` locates it in the file)",
+          o.file, t->name, i, (*values)[i], o.file)));
   const std::vector<uint32_t> dims = t->shape();
   std::vector<size_t> shape(dims.begin(), dims.end());
   if (auto st = WriteNpy(o.output, values->data(), shape); !st.ok()) return Fail(st);
