@@ -275,13 +275,18 @@ absl::Status CheckWeightsMatchLayout(const Safetensors& w, const std::vector<Ten
     if (t->shape != spec->shape)
       return FileError(file, absl::StrFormat("tensor '%s' has shape %s but the geometry needs %s",
                                              name, ShapeText(t->shape), ShapeText(spec->shape)));
-    if (!AllFinite(t->data))
-      for (size_t i = 0; i < t->data.size(); ++i)
-        if (!std::isfinite(t->data[i]))
-          return FileError(
-              file, absl::StrFormat("tensor '%s' has a non-finite value (%g) at flat index %d",
-                                    name, t->data[i], i));
+    CACT_RETURN_IF_ERROR(CheckTensorFinite(*t, file));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTensorFinite(const FloatTensor& t, const std::string& file) {
+  if (AllFinite(t.data)) return absl::OkStatus();
+  for (size_t i = 0; i < t.data.size(); ++i)
+    if (!std::isfinite(t.data[i]))
+      return FileError(file, absl::StrFormat("tensor '%s' has a non-finite value (%g) at flat "
+                                             "index %d",
+                                             t.name, t.data[i], i));
   return absl::OkStatus();
 }
 

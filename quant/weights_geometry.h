@@ -39,6 +39,8 @@ absl::StatusOr<Geometry> InferGeometryFromShapes(const Safetensors& w, const std
 // values; no other tensor is present. Errors name the tensor.
 absl::Status CheckWeightsMatchLayout(const Safetensors& w, const std::vector<TensorSpec>& layout,
                                      const std::string& file);
+// Every value of `t` finite; else the first non-finite one, naming the tensor and index.
+absl::Status CheckTensorFinite(const FloatTensor& t, const std::string& file);
 
 struct WeightsModel {
   Geometry geometry;

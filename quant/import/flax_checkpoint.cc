@@ -670,6 +670,11 @@ absl::StatusOr<CheckpointBuild> LoadCheckpointForBuild(const std::string& checkp
         ad.scale_source, b.canonical.dtype));
     b.canonical.weights.metadata["lora"] = adapter_path;
   }
+  // Nothing non-finite leaves here (convert writes these values as they are).
+  for (const FloatTensor& t : b.canonical.weights.tensors)
+    CACT_RETURN_IF_ERROR(CheckTensorFinite(t, adapter_path.empty() ? checkpoint_path
+                                                                   : checkpoint_path + " + " +
+                                                                         adapter_path));
   return b;
 }
 

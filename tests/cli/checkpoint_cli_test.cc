@@ -3,6 +3,7 @@
 // or a base), `--lora` merges as `needle build` does, `lora --adapter X.pkl` equals the same
 // adapter given as safetensors, `convert` gives the canonical weights back, `cact-inspect`
 // describes both kinds, and hostile pickles fail with one line, exit 2 and no output.
+#include <cmath>
 #include <filesystem>
 #include <set>
 
@@ -187,6 +188,34 @@ TEST_P(CheckpointCli, HostilePicklesFailWithOneLineAndLeaveNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointCli, ::testing::ValuesIn(testing::FixtureCases()));
+
+// A checkpoint holding a NaN: convert and build refuse it naming the tensor, nothing written.
+TEST(CheckpointCliNonFinite, ANaNInTheCheckpointIsRefused) {
+  TempDir dir;
+  absl::StatusOr<Safetensors> w = ReadSafetensors(Fixture("tiny", "weights.safetensors"));
+  ASSERT_TRUE(w.ok()) << w.status();
+  FloatTensor* q = nullptr;
+  for (FloatTensor& t : w->tensors)
+    if (t.name == "layer00.q_proj") q = &t;
+  ASSERT_NE(q, nullptr);
+  q->data[5] = std::nanf("");
+  ASSERT_TRUE(WriteSafetensors(dir / "nan.safetensors", *w).ok());
+  auto made = testing::Run(testing::Python() + " " + CACT_SOURCE_DIR +
+                           "/tests/quant/write_flax_pickles.py - " + dir.path() + " --weights " +
+                           dir / "nan.safetensors" + " --only ckpt_f32_p4.pkl");
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  for (const std::string& cmd :
+       {Quant() + " convert " + dir / "ckpt_f32_p4.pkl" + " -o " + dir / "out.safetensors",
+        Quant() + " build --checkpoint " + dir / "ckpt_f32_p4.pkl" + " --base " +
+            Fixture("tiny", "model.cact") + " -q -o " + dir / "out.safetensors"}) {
+    auto r = testing::Run(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find("tensor 'layer00.q_proj' has a non-finite value (nan) at flat index 5"),
+              std::string::npos)
+        << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "out.safetensors"));
+  }
+}
 
 }  // namespace
 }  // namespace cact
