@@ -479,19 +479,27 @@ TEST(QuantCli, AFarTooLargeLoraUpdateIsRefusedUnlessAllowed) {
   // A normal merge is far below the bound; a large one goes through when asked for.
   auto normal = testing::Run(lora + " --json -o " + dir / "normal.cact");
   ASSERT_EQ(normal.exit_code, 0) << normal.output;
-  for (auto& t : nlohmann::json::parse(normal.output)["tensors"]) {
+  const nlohmann::json normal_report = nlohmann::json::parse(normal.output);
+  size_t merged = 0;
+  for (const auto& t : normal_report["tensors"]) {
     if (t.contains("lora")) {
       EXPECT_LT(t["lora"]["update_rel"].get<double>(), 0.5) << t;
+      ++merged;
     }
   }
-  auto allowed = testing::Run(lora + " --json --scale 1e3 --allow-large-update -o " +
+  EXPECT_EQ(merged, 1u);  // layer01.q_proj
+  auto allowed = testing::Run(lora + " --json --scale 1e5 --allow-large-update -o " +
                               dir / "big.cact");
   ASSERT_EQ(allowed.exit_code, 0) << allowed.output;
-  for (auto& t : nlohmann::json::parse(allowed.output)["tensors"]) {
+  const nlohmann::json allowed_report = nlohmann::json::parse(allowed.output);
+  merged = 0;
+  for (const auto& t : allowed_report["tensors"]) {
     if (t.contains("lora")) {
       EXPECT_GT(t["lora"]["update_rel"].get<double>(), 10.0) << t;
+      ++merged;
     }
   }
+  EXPECT_EQ(merged, 1u);
   // Never a non-finite value, even when allowed: refused naming the tensor.
   auto inf = testing::Run(lora + " -q --scale 1e300 --allow-large-update -o " + dir / "inf.cact");
   EXPECT_EQ(inf.exit_code, 2) << inf.output;
