@@ -32,6 +32,7 @@ set(CACT_ENGINE_GENERATE_SOURCES
 set(CACT_ENGINE_TOOLCALL_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/toolcall/token_mask.cc
   ${CMAKE_CURRENT_LIST_DIR}/toolcall/tool_call_decoder.cc
+  ${CMAKE_CURRENT_LIST_DIR}/toolcall/tool_call_eval.cc
   ${CMAKE_CURRENT_LIST_DIR}/toolcall/tool_call_grammar.cc
   ${CMAKE_CURRENT_LIST_DIR}/toolcall/tool_call_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/toolcall/tool_retrieval.cc

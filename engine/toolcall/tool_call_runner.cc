@@ -159,10 +159,19 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
   ToolCallResult res;
   CACT_ASSIGN_OR_RETURN(const ToolCatalog catalog,
                         ParseToolCatalog(req.tools_json, req.tools_file));
-  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> model, Model::Open(req.run.model_path));
+  // A caller running many calls (eval) passes its loaded model and tokenizer.
+  std::unique_ptr<Model> opened;
+  if (!req.run.model) {
+    CACT_ASSIGN_OR_RETURN(opened, Model::Open(req.run.model_path));
+  }
+  const Model* model = req.run.model ? req.run.model : opened.get();
   const double open_ms = total.Millis();
-  CACT_ASSIGN_OR_RETURN(const Tokenizer tok,
-                        Tokenizer::FromBytes(model->file().tokenizer_blob(), model->path()));
+  std::optional<Tokenizer> own_tokenizer;
+  if (!req.run.tokenizer) {
+    CACT_ASSIGN_OR_RETURN(own_tokenizer,
+                          Tokenizer::FromBytes(model->file().tokenizer_blob(), model->path()));
+  }
+  const Tokenizer& tok = req.run.tokenizer ? *req.run.tokenizer : *own_tokenizer;
 
   Stopwatch clock;
   CACT_ASSIGN_OR_RETURN(const Retrieval retrieval, RetrieveTools(req, catalog, *model, tok));
@@ -197,7 +206,7 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
 
   RunRequest run = req.run;
   run.max_new_tokens = budget;
-  run.model = model.get();
+  run.model = model;
   run.tokenizer = &tok;
   run.tools_json.reset();
   run.query.reset();

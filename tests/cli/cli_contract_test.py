@@ -32,7 +32,7 @@ COMMANDS = [
     ("cact-quant", "synth", True), ("cact-quant", "dequant", True),
     ("cact-quant", "convert", True),
     ("cact-run", "", True), ("cact-run", "bench", True), ("cact-run", "perplexity", True),
-    ("cact-run", "compare", True),
+    ("cact-run", "compare", True), ("cact-run", "eval", True),
     ("cact-torch", "", False), ("cact-torch", "export", False), ("cact-torch", "import", True),
     ("cact-torch", "run", True), ("cact-torch", "info", True),
     ("cact-torch", "train", False),  # writes a model, a curve (TSV + SVG) and its report
@@ -69,6 +69,7 @@ BAD_VALUES = [
     ("cact-run", ["perplexity", MODEL, "-f", MODEL, "--ctx", "1"],
      "--ctx: must be a whole number in [2,"),
     ("cact-run", ["perplexity", MODEL, "-f", MODEL, "--ctx", "99999"], "--ctx 99999"),
+    ("cact-run", ["eval", MODEL, "-f", "x.jsonl", "--limit=-1"], "--limit: must be a whole"),
     ("cact-quant", ["requant", MODEL, "--preset", "cq4", "--kv-window", "99999999", "-o", "x"],
      "--kv-window 99999999 is more than the model's max_seq_len"),
     ("cact-quant", ["requant", MODEL, "--preset", "cq4", "--kv-window", "0", "-o", "x"],

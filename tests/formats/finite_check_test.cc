@@ -74,8 +74,8 @@ TEST(FiniteCheck, FindsEachPlantedValueWhereItIs) {
   for (const Plant& p : plants) {
     std::vector<uint8_t> bytes = clean;
     const TensorEntry& t = *base.Find(p.tensor);
-    const uint64_t groups = t.is_cq() ? t.rows() * ((t.cols() + t.record.group - 1) / t.record.group)
-                                      : 0;
+    const uint64_t groups =
+        t.is_cq() ? t.rows() * ((t.cols() + t.record.group - 1) / t.record.group) : 0;
     const uint64_t index = p.norm ? groups - 1 - p.index : p.index;
     const uint64_t byte = p.norm ? t.record.offset + t.record.nbytes - 2 * (p.index + 1)
                                  : t.record.offset + 2 * p.index;

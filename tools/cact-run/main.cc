@@ -9,6 +9,7 @@
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [--json]
 //   cact-run perplexity MODEL -f TEXT [--ctx N] [--json]
 //   cact-run compare BASE OTHER -f TEXT [--ctx N] [--json] [--svg HIST.svg]
+//   cact-run eval MODEL -f DATA.jsonl [--compare OTHER] [--show-failures N] [--json]
 //   cact-run --version
 // Common: --ref / --path fast|ref|auto, -t THREADS, --dump-hidden DIR, --probes, --json.
 // Token lists: tools/common/token_list.h. Exit codes (tools/common/exit_code.h): 0 ok,
@@ -24,6 +25,7 @@
 #include "engine/generate/runner.h"
 #include "lib/file_identity.h"
 #include "tools/cact-run/bench/bench.h"
+#include "tools/cact-run/eval_cmd.h"
 #include "tools/cact-run/score_cmd.h"
 #include "tools/cact-run/tool_call_cmd.h"
 #include "tools/common/cli.h"
@@ -52,6 +54,7 @@ int main(int argc, char** argv) {
   if (sub == "bench") return cact::BenchMain(argc - 1, argv + 1);
   if (sub == "perplexity") return cact::PerplexityMain(argc - 1, argv + 1);
   if (sub == "compare") return cact::CompareMain(argc - 1, argv + 1);
+  if (sub == "eval") return cact::EvalMain(argc - 1, argv + 1);
   CLI::App app{
       "cact-run: run a .cact model (FP32 reference or fast int8 path): logits, "
       "generation, the Needle chat template, path validation, timings"};
@@ -143,6 +146,7 @@ int main(int argc, char** argv) {
       "  cact-run bench MODEL        prefill and decode speed (llama-bench style)\n"
       "  cact-run perplexity MODEL   perplexity of a text file\n"
       "  cact-run compare BASE OTHER KL divergence and top-1 agreement of two models\n"
+      "  cact-run eval MODEL -f F    tool-call accuracy on the official JSONL\n"
       "Examples:\n"
       "  cact-run model.cact -p \"The weather today\" -n 32\n"
       "  cact-run model.cact --tools tools.json --query \"What is the weather in Oslo?\"\n"

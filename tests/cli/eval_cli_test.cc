@@ -1,0 +1,131 @@
+// `cact-run eval` from the command line: every example decoded exactly as a standalone
+// `cact-run --tools --query` call decodes it, the totals recounted from the per-example
+// results, --compare side by side, and bad rows as one line naming file:line and the field.
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "support/test_support.h"
+
+namespace cact {
+namespace {
+
+using testing::TempDir;
+using testing::Tool;
+
+std::string Ref() { return std::string(CACT_SOURCE_DIR) + "/docs/reference-model/reference.cact"; }
+std::string RefTools() {
+  return std::string(CACT_SOURCE_DIR) + "/docs/reference-model/tools.json";
+}
+
+// Three rows: one without tools (takes --tools), one expecting a refusal, one with a system
+// turn; a blank line between (ignored, as the official reader ignores it).
+std::string WriteExamples(const TempDir& dir) {
+  const std::string path = dir / "calls.jsonl";
+  std::ofstream(path)
+      << R"({"query": "What is the weather in Oslo?", "answers": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]})"
+      << "\n"
+      << R"({"query": "Tell me a joke about cats.", "answers": []})" << "\n\n"
+      << R"({"query": "Start a timer for 5 minutes", "answers": [{"name": "set_timer", "arguments": {"minutes": 5}}], "system": "Be brief."})"
+      << "\n";
+  return path;
+}
+
+TEST(EvalCli, EachExampleIsTheStandaloneCallAndTheTotalsAddUp) {
+  TempDir dir;
+  const std::string data = WriteExamples(dir);
+  auto r = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + data + " --tools " +
+                        RefTools() + " -t 1 -q --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["examples"], 3);
+  const nlohmann::json& m = j["models"][0];
+  const nlohmann::json& per = m["per_example"];
+  ASSERT_EQ(per.size(), 3u);
+  const std::vector<int> lines = {1, 2, 4};
+  const std::vector<std::string> systems = {"", "", " --system 'Be brief.'"};
+  size_t exact = 0, valid = 0, refusals = 0, refusals_right = 0;
+  for (size_t i = 0; i < per.size(); ++i) {
+    EXPECT_EQ(per[i]["line"], lines[i]);
+    const std::string query = per[i]["query"];
+    auto one = testing::Run(Tool("cact-run") + " " + Ref() + " --tools " + RefTools() +
+                            " --query '" + query + "'" + systems[i] + " -n 128 -t 1 --json");
+    ASSERT_EQ(one.exit_code, 0) << one.output;
+    const nlohmann::json alone =
+        nlohmann::json::parse(one.output.substr(0, one.output.find('\n')));
+    EXPECT_EQ(per[i]["got"], alone["tool_calls"]) << query;
+    EXPECT_EQ(per[i]["valid"], alone["valid"]) << query;
+    // Exact as JSON values, worked out here: the same calls in any order.
+    const bool same = per[i]["expected"] == per[i]["got"];
+    EXPECT_EQ(per[i]["exact"], same) << query;
+    exact += same;
+    valid += per[i]["valid"].get<bool>();
+    if (per[i]["expected"].empty()) {
+      ++refusals;
+      refusals_right += per[i]["got"].empty();
+    }
+  }
+  const nlohmann::json& t = m["totals"];
+  EXPECT_EQ(t["exact"]["hits"], exact);
+  EXPECT_EQ(t["exact"]["total"], 3);
+  EXPECT_EQ(t["valid"]["hits"], valid);
+  EXPECT_EQ(t["refusals_right"]["hits"], refusals_right);
+  EXPECT_EQ(t["refusals_right"]["total"], refusals);
+  const double lo = t["exact"]["ci95"][0], hi = t["exact"]["ci95"][1];
+  EXPECT_LE(lo, t["exact"]["rate"].get<double>());
+  EXPECT_GE(hi, t["exact"]["rate"].get<double>());
+}
+
+TEST(EvalCli, CompareShowsBothModelsAndWhatChanged) {
+  TempDir dir;
+  const std::string data = WriteExamples(dir);
+  auto r = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + data + " --tools " +
+                        RefTools() + " --compare " + Ref() + " -q --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const nlohmann::json j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["models"].size(), 2u);
+  // The same model twice: the same answers, nothing fixed or broken.
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_EQ(j["models"][0]["per_example"][i]["got"], j["models"][1]["per_example"][i]["got"]);
+  EXPECT_TRUE(j["fixed_lines"].empty());
+  EXPECT_TRUE(j["broken_lines"].empty());
+  auto text = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + data + " --tools " +
+                           RefTools() + " --compare " + Ref() + " -q --show-failures 1");
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("| exact calls |"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("fixes 0 examples, breaks 0 examples"), std::string::npos)
+      << text.output;
+  EXPECT_NE(text.output.find("not exact ("), std::string::npos) << text.output;
+}
+
+TEST(EvalCli, BadRowsNameTheFileLineAndField) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"query":"x","answers":[{"name":"nope","arguments":{}}]})",
+       ":1: \"answers\": call 1 names 'nope', which the tools do not declare"},
+      {R"({"query":"x","answers":{"name":"a"}})", ":1: \"answers\""},
+      {R"({"query":"x",)", ":1: malformed JSON"},
+      {R"({"query":"x","tools":[{"name":"a","parameters":{"type":"object","properties":{"p":{"type":"frobnicate"}}}}],"answers":[]})",
+       ":1: \"tools\": "},
+  };
+  for (const auto& [row, message] : cases) {
+    std::ofstream(dir / "bad.jsonl") << row << "\n";
+    auto r = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + dir / "bad.jsonl" +
+                          " --tools " + RefTools() + " -q");
+    EXPECT_EQ(r.exit_code, 2) << row << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_NE(r.output.find("cact-run: " + dir / "bad.jsonl" + message), std::string::npos)
+        << row << "\n" << r.output;
+  }
+  // A row without tools needs --tools.
+  std::ofstream(dir / "no_tools.jsonl") << R"({"query":"x","answers":[]})" << "\n";
+  auto r = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + dir / "no_tools.jsonl");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(":1: \"tools\": the row declares none and no --tools was given"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace cact
