@@ -119,8 +119,9 @@ absl::Status CheckLimits(const Model& model, const RunRequest& req, size_t promp
   if (sink > max)
     return absl::InvalidArgumentError(absl::StrFormat(
         "--sink %d is more than the model's max_seq_len %d", sink, max));
-  // Generation feeds every new token but the last; validation feeds each decode step.
-  const uint64_t fed = req.validate ? req.validate_steps
+  // Generation feeds every new token but the last; validation feeds each decode step (its
+  // default number adapts: ValidateForwards stops at max_seq_len).
+  const uint64_t fed = req.validate ? (req.validate_steps_given ? req.validate_steps : 0)
                                     : (req.max_new_tokens ? req.max_new_tokens - 1 : 0);
   if (prompt_tokens + fed > max) {
     const char* flag = req.validate ? "-n (decode steps)" : "-n";

@@ -55,6 +55,9 @@ struct RunRequest {
 
   bool validate = false;  // reference vs `path` (fast by default) on the prompt + decode
   uint32_t validate_steps = 64;
+  // Given steps that do not fit after the prompt are refused; the default stops at
+  // max_seq_len.
+  bool validate_steps_given = false;
   ValidateThresholds thresholds;
 };
 

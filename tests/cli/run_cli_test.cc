@@ -223,6 +223,31 @@ TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
   EXPECT_EQ(nlohmann::json::parse(w.out).at("window"), 9);
 }
 
+// Limits past max_seq_len are refused when given; a default adapts (validate's 64 steps stop
+// at the end of the context).
+TEST(RunCli, LengthsPastTheModelAreRefusedDefaultsAdapt) {
+  const std::string model = Fixture("tiny", "model.cact");
+  const uint32_t max = 256;  // the tiny fixture's max_seq_len (case.json)
+  std::string ids;
+  for (uint32_t i = 0; i < max - 6; ++i) {
+    if (i) ids += ',';
+    ids += std::to_string(2 + i % 300);
+  }
+  auto def = RunSplit(model + " --validate --ref --tokens " + ids + " --json");
+  ASSERT_EQ(def.exit_code, 0) << def.err;
+  EXPECT_EQ(nlohmann::json::parse(def.out).at("validation").at("positions"), max);
+  auto given = RunSplit(model + " --validate --ref --tokens " + ids + " -n 64");
+  EXPECT_EQ(given.exit_code, 2) << given.err;
+  EXPECT_NE(given.err.find("cact-run: -n (decode steps) 64: the prompt's 250 tokens and 64 more "
+                           "need 314 positions, the model has 256 (max_seq_len); at most 6 fit"),
+            std::string::npos)
+      << given.err;
+  auto gen = RunSplit(model + " --ref --tokens " + ids + " -n 8");
+  EXPECT_EQ(gen.exit_code, 2) << gen.err;
+  EXPECT_NE(gen.err.find("at most 7 fit"), std::string::npos) << gen.err;
+  EXPECT_EQ(RunSplit(model + " --ref --tokens " + ids + " -n 7").exit_code, 0);
+}
+
 TEST(RunCli, ValidateReportsAndExits) {
   const std::string model = Fixture("odd", "model.cact");
   auto ok =

@@ -186,7 +186,10 @@ int main(int argc, char** argv) {
   if (*window_opt) req.window = window;
   if (*sink_opt) req.sink = sink;
   req.max_new_tokens = n;
-  if (req.validate && *n_opt) req.validate_steps = n;
+  if (req.validate && *n_opt) {
+    req.validate_steps = n;
+    req.validate_steps_given = true;
+  }
 
   if (req.tools_json && req.query && !req.validate) {
     call.tools_file = tools_file;
