@@ -194,6 +194,26 @@ class FastForward final : public Forward {
   // "fast-int8" with plain int8 numerics (forward_paths.h).
   std::string name() const override { return name_; }
 
+  std::unique_ptr<State> Save() const override {
+    auto s = std::make_unique<SavedState>(kv_);
+    s->owner = this;
+    s->tokens = tokens_;
+    s->eng_hist = eng_hist_;
+    s->hidden = hidden_;
+    return s;
+  }
+
+  absl::Status Restore(const State& state) override {
+    const auto* s = dynamic_cast<const SavedState*>(&state);
+    if (!s || s->owner != this)
+      return absl::FailedPreconditionError(name_ + ": the state was saved by another forward");
+    tokens_ = s->tokens;
+    kv_ = s->kv;
+    eng_hist_ = s->eng_hist;
+    hidden_ = s->hidden;
+    return absl::OkStatus();
+  }
+
  private:
   // The prepared inputs of the matrix products (one set per thread for decode).
   struct Inputs {
@@ -716,6 +736,14 @@ class FastForward final : public Forward {
   KvCache kv_;
   std::vector<std::vector<float>> eng_hist_;  // per site: ring of raw values [hist_len][d]
   HiddenRecord hidden_;
+  struct SavedState final : State {
+    explicit SavedState(const KvCache& cache) : kv(cache) {}
+    const FastForward* owner = nullptr;
+    std::vector<int32_t> tokens;
+    KvCache kv;
+    std::vector<std::vector<float>> eng_hist;
+    HiddenRecord hidden;
+  };
 
   Activations act_;  // working memory (engine/activations.h)
   std::string name_;

@@ -7,6 +7,13 @@
 namespace cact {
 
 Forward::~Forward() = default;
+Forward::State::~State() = default;
+
+std::unique_ptr<Forward::State> Forward::Save() const { return nullptr; }
+
+absl::Status Forward::Restore(const State&) {
+  return absl::UnimplementedError(name() + ": this forward path cannot restore a saved state");
+}
 
 absl::Status CheckFeed(const Model& model, uint32_t position, std::span<const int32_t> tokens) {
   for (size_t i = 0; i < tokens.size(); ++i) {

@@ -47,6 +47,18 @@ class Forward {
   virtual const std::vector<float>& hidden_by_position() const = 0;
   // "reference", "fast", ...
   virtual std::string name() const = 0;
+
+  // The sequence state (fed tokens, KV cache, engram history, recorded hidden states), to
+  // feed a shared prefix once and continue from it many times. Restore() takes a state
+  // saved by this same object (else FailedPrecondition) and makes the forward exactly what it
+  // was then: feeding the same tokens gives bit-identical logits. Paths that cannot save
+  // return nullptr / Unimplemented.
+  class State {
+   public:
+    virtual ~State();
+  };
+  virtual std::unique_ptr<State> Save() const;
+  virtual absl::Status Restore(const State& state);
 };
 
 // The plain FP32 forward of the spec (engine/reference_forward.cc). Dequantizes every

@@ -82,6 +82,29 @@ class ReferenceForward final : public Forward {
 
   std::string name() const override { return "reference"; }
 
+  std::unique_ptr<State> Save() const override {
+    auto s = std::make_unique<SavedState>();
+    s->owner = this;
+    s->tokens = tokens_;
+    s->k_cache = k_cache_;
+    s->v_cache = v_cache_;
+    s->engram_v = engram_v_;
+    s->hidden = hidden_;
+    return s;
+  }
+
+  absl::Status Restore(const State& state) override {
+    const auto* s = dynamic_cast<const SavedState*>(&state);
+    if (!s || s->owner != this)
+      return absl::FailedPreconditionError(name() + ": the state was saved by another forward");
+    tokens_ = s->tokens;
+    k_cache_ = s->k_cache;
+    v_cache_ = s->v_cache;
+    engram_v_ = s->engram_v;
+    hidden_ = s->hidden;
+    return absl::OkStatus();
+  }
+
  private:
   // ---- one token through the whole model -------------------------------------------
   void Step(int32_t token, float* logits) {
@@ -343,6 +366,12 @@ class ReferenceForward final : public Forward {
   std::vector<std::vector<float>> k_cache_, v_cache_;  // per layer [pos][K], keys rope'd
   std::vector<std::vector<float>> engram_v_;           // per site [pos][d], before the conv
   HiddenRecord hidden_;
+  struct SavedState final : State {
+    const ReferenceForward* owner = nullptr;
+    std::vector<int32_t> tokens;
+    std::vector<std::vector<float>> k_cache, v_cache, engram_v;
+    HiddenRecord hidden;
+  };
 };
 
 }  // namespace
