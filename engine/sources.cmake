@@ -26,6 +26,7 @@ set(CACT_ENGINE_TEXT_SOURCES
 )
 # engine/generate: a prompt through a model to text (RunModel).
 set(CACT_ENGINE_GENERATE_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/generate/prefix_reuse.cc
   ${CMAKE_CURRENT_LIST_DIR}/generate/runner.cc
 )
 # engine/toolcall: schemas, grammar, token masks, the decoder, the runner and retrieval.

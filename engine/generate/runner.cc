@@ -202,17 +202,32 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   }
 
   clock.Reset();
-  CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> fwd_ptr,
-                        MakeForwardPath(model, req.path, opt));
+  const bool all_rows = !req.logits_path.empty() && !req.last_only;
+  // The tools prefix is reused when the caller keeps one (its logits are never needed).
+  const bool reuse = req.prefix_reuse && !all_rows && prompt.chat && prompt.tools_prefix > 0 &&
+                     prompt.tools_prefix < prompt.ids.size();
+  std::unique_ptr<Forward> own;
+  Forward* fwd_ptr = nullptr;
+  if (reuse) {
+    CACT_ASSIGN_OR_RETURN(fwd_ptr, req.prefix_reuse->ForwardFor(model, req.path, opt));
+  } else {
+    CACT_ASSIGN_OR_RETURN(own, MakeForwardPath(model, req.path, opt));
+    fwd_ptr = own.get();
+  }
   Forward& fwd = *fwd_ptr;
   r.path_name = fwd.name();
   r.timings.load_ms = r.timings.open_ms + clock.Millis();
 
-  // Prefill.
+  // Prefill (with reuse: the saved prefix restored, or fed and saved, then the rest).
   clock.Reset();
   std::vector<float> logits;
-  const bool all_rows = !req.logits_path.empty() && !req.last_only;
-  CACT_RETURN_IF_ERROR(fwd.Feed(prompt.ids, &logits, all_rows));
+  std::span<const int32_t> feed(prompt.ids);
+  if (reuse) {
+    CACT_ASSIGN_OR_RETURN(r.prefix_reused,
+                          req.prefix_reuse->Start(feed.first(prompt.tools_prefix)));
+    feed = feed.subspan(prompt.tools_prefix);
+  }
+  CACT_RETURN_IF_ERROR(fwd.Feed(feed, &logits, all_rows));
   r.timings.prefill_ms = clock.Millis();
   const size_t V = model.vocab();
   if (!req.logits_path.empty()) {

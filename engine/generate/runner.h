@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/eval/validate.h"
+#include "engine/generate/prefix_reuse.h"
 #include "engine/probe_heads.h"
 #include "engine/sampler.h"
 #include "engine/text/chat_template.h"
@@ -49,6 +50,10 @@ struct RunRequest {
   // (model_path is then unused).
   const Model* model = nullptr;
   const Tokenizer* tokenizer = nullptr;
+  // Library callers running many prompts over the same tools (eval) keep their forward and
+  // the tools prefix's state here (engine/generate/prefix_reuse.h); results are identical.
+  // Not used for validation or for logits of every prompt position.
+  PrefixReuse* prefix_reuse = nullptr;
   // When set, picks every generated token from the last logits instead of the sampler (the
   // tool-call grammar: engine/toolcall/tool_call_decoder.h); -1 ends the generation.
   std::function<int32_t(std::span<const float>)> choose_next;
@@ -77,6 +82,7 @@ struct RunResult {
   int threads = 1;  // of the path that ran (with --validate: of the checked path)
   std::vector<int32_t> prompt_ids, generated_ids;
   int32_t stopped_by = -1;  // the token that ended generation (EOS, <|im_end|>), else -1
+  bool prefix_reused = false;  // the tools prefix's state was restored (RunRequest::prefix_reuse)
   std::string text;         // decoded generation (empty without a tokenizer-driven run)
   RunTimings timings;
   std::optional<ProbeOutputs> probes;

@@ -116,6 +116,7 @@ absl::StatusOr<EvalOutcome> EvaluateExample(const EvalExample& ex, const ToolCal
   o.valid = r->valid;
   o.invalid_reason = r->invalid_reason;
   o.score = ScoreCalls(o.expected, o.got);
+  o.prefix_reused = r->run.prefix_reused;
   return o;
 }
 

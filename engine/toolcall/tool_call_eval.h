@@ -48,7 +48,8 @@ struct EvalOutcome {
   bool valid = false;  // the answer was a complete, schema-valid call list
   std::string invalid_reason;
   CallScore score;
-  double ms = 0;  // end to end, this example
+  double ms = 0;               // end to end, this example
+  bool prefix_reused = false;  // the tools prefix's state was restored, not fed
 };
 
 // Checks the example (the expected calls must name declared tools), then decodes it with

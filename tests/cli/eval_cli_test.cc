@@ -72,6 +72,21 @@ TEST(EvalCli, EachExampleIsTheStandaloneCallAndTheTotalsAddUp) {
   EXPECT_EQ(t["valid"]["hits"], valid);
   EXPECT_EQ(t["refusals_right"]["hits"], refusals_right);
   EXPECT_EQ(t["refusals_right"]["total"], refusals);
+  // The tools prefix is reused (rows 1 and 2 share it; row 3's system turn makes another),
+  // and changes nothing.
+  EXPECT_EQ(per[0]["prefix_reused"], false);
+  EXPECT_EQ(per[1]["prefix_reused"], true);
+  EXPECT_EQ(per[2]["prefix_reused"], false);
+  auto whole = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + data + " --tools " +
+                            RefTools() + " -t 1 -q --json --no-prefix-reuse");
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  const nlohmann::json whole_report = nlohmann::json::parse(whole.output);
+  const nlohmann::json& per_whole = whole_report["models"][0]["per_example"];
+  for (size_t i = 0; i < per.size(); ++i) {
+    EXPECT_EQ(per_whole[i]["got"], per[i]["got"]) << i;
+    EXPECT_EQ(per_whole[i]["valid"], per[i]["valid"]) << i;
+    EXPECT_EQ(per_whole[i]["prefix_reused"], false) << i;
+  }
   const double lo = t["exact"]["ci95"][0], hi = t["exact"]["ci95"][1];
   EXPECT_LE(lo, t["exact"]["rate"].get<double>());
   EXPECT_GE(hi, t["exact"]["rate"].get<double>());

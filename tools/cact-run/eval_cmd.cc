@@ -80,7 +80,8 @@ Json OutcomeJson(const EvalOutcome& o) {
          {"argument_hits", o.score.arg_hits},
          {"arguments_expected", o.score.arg_expected},
          {"arguments_answered", o.score.arg_answered},
-         {"ms", o.ms}};
+         {"ms", o.ms},
+         {"prefix_reused", o.prefix_reused}};
   if (!o.valid) j["invalid_reason"] = o.invalid_reason;
   return j;
 }
@@ -124,7 +125,7 @@ int EvalMain(int argc, char** argv) {
   tools::SetUpTool(app, "cact-run eval", kTool);
   std::string model_path, data, tools_path, compare_path, path = "auto";
   ToolCallRequest base;
-  bool no_grammar = false, json = false, quiet = false;
+  bool no_grammar = false, json = false, quiet = false, no_reuse = false;
   size_t show_failures = 0, limit = 0;
   base.run.max_new_tokens = 128;
   app.add_option("model", model_path, ".cact or .cact.zst model")->required();
@@ -148,6 +149,9 @@ int EvalMain(int argc, char** argv) {
   app.add_option("--top-tools", base.top_tools, "keep at most K tools per example")
       ->check(tools::WholeIn(1, 1 << 20));
   app.add_flag("--no-grammar", no_grammar, "generate freely instead of under the grammar");
+  app.add_flag("--no-prefix-reuse", no_reuse,
+               "feed every prompt whole (by default the tool declarations' state is computed "
+               "once per tool set and restored: the same results, faster)");
   app.add_option("--limit", limit, "evaluate only the first N examples (0 = all)")
       ->check(tools::WholeIn(0, UINT32_MAX));
   app.add_option("--show-failures", show_failures,
@@ -202,6 +206,8 @@ int EvalMain(int argc, char** argv) {
     req.run.model_path = paths[m];
     req.run.model = loaded->model.get();
     req.run.tokenizer = &*loaded->tokenizer;
+    PrefixReuse reuse;
+    if (!no_reuse) req.run.prefix_reuse = &reuse;
     Progress progress(paths[m], examples.size(), !quiet);
     size_t exact = 0;
     for (size_t i = 0; i < examples.size(); ++i) {

@@ -1,0 +1,51 @@
+// Reuse of a prompt prefix across runs in one process (eval, batches of queries over the same
+// tools): the forwards of earlier runs are kept (one per path and options: the pinned sink
+// is the prefix's length), and the state after each distinct prefix (the tool declarations)
+// is saved; a later run whose prompt starts with a saved prefix restores it and feeds only
+// the rest. Results are bit-identical to runs without it (engine/forward.h: Save / Restore;
+// a prompt split at the prefix equals the whole prompt).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/forward.h"
+
+namespace cact {
+
+class PrefixReuse {
+ public:
+  // At most this many forwards, and prefixes per forward, are kept; the least recently used
+  // is dropped.
+  static constexpr size_t kMaxForwards = 4, kMaxPrefixes = 8;
+
+  // The forward for `model`, `path` and `options`: a kept one when all three match, else a
+  // new one. It becomes the current forward.
+  absl::StatusOr<Forward*> ForwardFor(const Model& model, const std::string& path,
+                                      const ForwardOptions& options);
+  // Leaves the current forward exactly as if `prefix` had just been fed after Reset():
+  // restored when it was saved, else fed and saved. True when it was restored.
+  absl::StatusOr<bool> Start(std::span<const int32_t> prefix);
+
+  size_t hits() const { return hits_; }
+  size_t misses() const { return misses_; }
+
+ private:
+  struct Entry {
+    const Model* model = nullptr;
+    std::string path;
+    ForwardOptions options;
+    std::unique_ptr<Forward> forward;
+    std::list<std::pair<std::vector<int32_t>, std::unique_ptr<Forward::State>>> saved;
+  };
+  std::list<Entry> entries_;  // the current one first
+  size_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace cact
