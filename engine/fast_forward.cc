@@ -15,6 +15,7 @@
 
 #include "engine/activations.h"
 #include "engine/fast_matrix.h"
+#include "engine/forward_state_bytes.h"
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops.h"
 #include "engine/kernels/team.h"
@@ -22,6 +23,7 @@
 #include "engine/needle_steps.h"
 #include "engine/ops.h"
 #include "engine/row_decode.h"
+#include "lib/status.h"
 #include "quant/cq/fp16.h"
 
 namespace cact {
@@ -204,14 +206,54 @@ class FastForward final : public Forward {
   }
 
   absl::Status Restore(const State& state) override {
-    const auto* s = dynamic_cast<const SavedState*>(&state);
-    if (!s || s->owner != this)
-      return absl::FailedPreconditionError(name_ + ": the state was saved by another forward");
+    const auto* s = SavedHere<const SavedState>(&state);
+    if (!s) return NotSavedHere();
+    // Copy-assigned: the vectors keep their capacity, so restoring allocates nothing.
     tokens_ = s->tokens;
     kv_ = s->kv;
     eng_hist_ = s->eng_hist;
     hidden_ = s->hidden;
     return absl::OkStatus();
+  }
+
+  absl::Status Adopt(std::unique_ptr<State> state) override {
+    auto* s = SavedHere<SavedState>(state.get());
+    if (!s) return NotSavedHere();
+    tokens_ = std::move(s->tokens);
+    kv_ = std::move(s->kv);
+    eng_hist_ = std::move(s->eng_hist);
+    hidden_ = std::move(s->hidden);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> StateBytes(const State& state) const override {
+    const auto* s = SavedHere<const SavedState>(&state);
+    if (!s) return NotSavedHere();
+    ByteWriter w;
+    state_bytes::PutTokens(w, s->tokens);
+    s->kv.AppendRows(w);
+    for (const std::vector<float>& ring : s->eng_hist) state_bytes::PutFloats(w, ring);
+    state_bytes::PutHidden(w, s->hidden);
+    return std::move(w.bytes());
+  }
+
+  absl::StatusOr<std::unique_ptr<State>> StateFromBytes(std::string_view bytes,
+                                                        const std::string& name,
+                                                        uint64_t base) const override {
+    ByteReader r(bytes, name, base);
+    auto s = std::make_unique<SavedState>(kv_);
+    s->owner = this;
+    CACT_RETURN_IF_ERROR(state_bytes::GetTokens(r, m_, &s->tokens));
+    const uint32_t positions = uint32_t(s->tokens.size());
+    CACT_RETURN_IF_ERROR(s->kv.ReadRows(r, positions));
+    s->eng_hist.resize(engram_.size());
+    for (std::vector<float>& ring : s->eng_hist)
+      CACT_RETURN_IF_ERROR(
+          state_bytes::GetFloats(r, "engram history", size_t(hist_len_) * g_.d_model, &ring));
+    CACT_RETURN_IF_ERROR(
+        state_bytes::GetHidden(r, opt_.keep_hidden, positions, m_, &s->hidden));
+    CACT_RETURN_IF_ERROR(r.ExpectEnd("the state"));
+    return s;
   }
 
  private:

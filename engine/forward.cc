@@ -15,6 +15,16 @@ absl::Status Forward::Restore(const State&) {
   return absl::UnimplementedError(name() + ": this forward path cannot restore a saved state");
 }
 
+absl::StatusOr<std::string> Forward::StateBytes(const State&) const {
+  return absl::UnimplementedError(name() + ": this forward path cannot write its state");
+}
+
+absl::StatusOr<std::unique_ptr<Forward::State>> Forward::StateFromBytes(std::string_view,
+                                                                        const std::string&,
+                                                                        uint64_t) const {
+  return absl::UnimplementedError(name() + ": this forward path cannot read a state");
+}
+
 absl::Status CheckFeed(const Model& model, uint32_t position, std::span<const int32_t> tokens) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || uint32_t(tokens[i]) >= model.vocab())

@@ -5,9 +5,11 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/model.h"
 
 namespace cact {
@@ -59,6 +61,29 @@ class Forward {
   };
   virtual std::unique_ptr<State> Save() const;
   virtual absl::Status Restore(const State& state);
+  // Restore, taking the state instead of copying it (a state read from a file, used once).
+  virtual absl::Status Adopt(std::unique_ptr<State> state) { return Restore(*state); }
+
+  // A saved state as bytes, for a file (engine/generate/prompt_cache.h), and back. The
+  // bytes hold the state only; the file keeps what it depends on (model, path, window,
+  // sink). StateFromBytes checks every size against this forward and refuses values it
+  // could not have written (ids outside the vocabulary, non-finite floats, int8 -128):
+  // DataLoss naming `name`, the field and the byte offset (counted from `base`).
+  virtual absl::StatusOr<std::string> StateBytes(const State& state) const;
+  virtual absl::StatusOr<std::unique_ptr<State>> StateFromBytes(std::string_view bytes,
+                                                                const std::string& name,
+                                                                uint64_t base = 0) const;
+
+ protected:
+  // The state as the path's own type when this forward saved it, else null.
+  template <typename Saved, typename S>
+  Saved* SavedHere(S* state) const {
+    auto* s = dynamic_cast<Saved*>(state);
+    return s && s->owner == this ? s : nullptr;
+  }
+  absl::Status NotSavedHere() const {
+    return absl::FailedPreconditionError(name() + ": the state was saved by another forward");
+  }
 };
 
 // The plain FP32 forward of the spec (engine/reference_forward.cc). Dequantizes every

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <span>
+#include <string>
 
 #include "engine/kernels/fast_ops.h"
 
@@ -61,6 +63,70 @@ void KvCache::Store(uint32_t l, uint32_t h, uint32_t pos, const float* key, cons
   QuantizeRow(value, head_dim_, &values_[r * head_dim_], &value_scale_[r]);
   int64_t& newest = newest_[size_t(l) * kv_heads_ + h];
   newest = std::max(newest, int64_t(pos));
+}
+
+void KvCache::AppendRows(ByteWriter& w) const {
+  std::vector<int8_t> row(head_dim_);
+  float scale = 0;
+  for (uint32_t l = 0; l < layers_; ++l) {
+    for (uint32_t h = 0; h < kv_heads_; ++h) {
+      const uint32_t positions = uint32_t(newest_[size_t(l) * kv_heads_ + h] + 1);
+      w.Put(positions);
+      for (uint32_t pos = 0; pos < positions; ++pos) {
+        if (!HeldAfter(positions, pos)) continue;
+        KeyRow(l, h, pos, row.data(), &scale);
+        w.PutArray(std::span<const int8_t>(row));
+        w.Put(scale);
+        ValueRow(l, h, pos, row.data(), &scale);
+        w.PutArray(std::span<const int8_t>(row));
+        w.Put(scale);
+      }
+    }
+  }
+}
+
+absl::Status KvCache::ReadRows(ByteReader& r, uint32_t positions) {
+  Reset();
+  std::vector<int8_t> key(head_dim_), value(head_dim_);
+  auto get_row = [&](const char* field, std::vector<int8_t>& q, float* scale) -> absl::Status {
+    const uint64_t at = r.offset();
+    if (absl::Status st = r.GetArray(field, std::span<int8_t>(q)); !st.ok()) return st;
+    for (uint32_t c = 0; c < head_dim_; ++c) {
+      if (q[c] == -128) return r.Bad(field, at + c, "int8 -128 (the cache stores -127..127)");
+    }
+    const uint64_t scale_at = r.offset();
+    if (absl::Status st = r.Get("kv scale", scale); !st.ok()) return st;
+    if (!std::isfinite(*scale) || *scale < 0)
+      return r.Bad("kv scale", scale_at, "negative or not finite");
+    return absl::OkStatus();
+  };
+  for (uint32_t l = 0; l < layers_; ++l) {
+    for (uint32_t h = 0; h < kv_heads_; ++h) {
+      const uint64_t at = r.offset();
+      uint32_t stored = 0;
+      if (absl::Status st = r.Get("kv positions", &stored); !st.ok()) return st;
+      if (stored != positions)
+        return r.Bad("kv positions", at,
+                     "layer " + std::to_string(l) + " head " + std::to_string(h) + " holds " +
+                         std::to_string(stored) + " positions, expected " +
+                         std::to_string(positions));
+      for (uint32_t pos = 0; pos < positions; ++pos) {
+        if (!HeldAfter(positions, pos)) continue;
+        float key_scale = 0, value_scale = 0;
+        if (absl::Status st = get_row("kv key", key, &key_scale); !st.ok()) return st;
+        if (absl::Status st = get_row("kv value", value, &value_scale); !st.ok()) return st;
+        const uint32_t slot = Slot(pos);
+        const size_t row = RowIndex(l, h, slot);
+        int8_t* kt = &keys_[KeyBlock(l, h) + slot];
+        for (uint32_t c = 0; c < head_dim_; ++c) kt[size_t(c) * rows()] = key[c];
+        key_scale_[row] = key_scale;
+        std::copy(value.begin(), value.end(), &values_[row * head_dim_]);
+        value_scale_[row] = value_scale;
+      }
+      newest_[size_t(l) * kv_heads_ + h] = int64_t(positions) - 1;
+    }
+  }
+  return absl::OkStatus();
 }
 
 void KvCache::KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {

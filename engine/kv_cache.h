@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/forward.h"
+#include "lib/byte_io.h"
 
 namespace cact {
 
@@ -61,8 +63,20 @@ class KvCache {
   // Whether position `pos` is currently held.
   bool Holds(uint32_t l, uint32_t pos) const;
 
+  // The held rows as bytes, per (layer, KV head): u32 positions stored, then for each held
+  // position in order its int8 key, key scale, int8 value and value scale. AppendRows
+  // writes them; ReadRows resets the cache and stores them back exactly, refusing another
+  // count than `positions`, a scale that is negative or not finite, or an int8 -128
+  // (the quantizer clamps to [-127, 127]).
+  void AppendRows(ByteWriter& w) const;
+  absl::Status ReadRows(ByteReader& r, uint32_t positions);
+
  private:
   uint32_t Slot(uint32_t pos) const;
+  // Whether `pos` is held once `positions` positions have been stored.
+  bool HeldAfter(uint32_t positions, uint32_t pos) const {
+    return pos < positions && (pos < sink_rows_ || positions - 1 - pos < ring_rows_);
+  }
   // Row index of (layer, head, slot) in the scale arrays and value rows.
   size_t RowIndex(uint32_t l, uint32_t h, uint32_t slot) const {
     return (size_t(l) * kv_heads_ + h) * rows() + slot;

@@ -5,8 +5,10 @@
 #include <cstring>
 
 #include "engine/forward.h"
+#include "engine/forward_state_bytes.h"
 #include "engine/needle_steps.h"
 #include "engine/ops.h"
+#include "lib/status.h"
 #include "quant/cq/fwht.h"
 
 namespace cact {
@@ -94,15 +96,65 @@ class ReferenceForward final : public Forward {
   }
 
   absl::Status Restore(const State& state) override {
-    const auto* s = dynamic_cast<const SavedState*>(&state);
-    if (!s || s->owner != this)
-      return absl::FailedPreconditionError(name() + ": the state was saved by another forward");
+    const auto* s = SavedHere<const SavedState>(&state);
+    if (!s) return NotSavedHere();
+    // Copy-assigned: the vectors keep their capacity, so restoring allocates nothing.
     tokens_ = s->tokens;
     k_cache_ = s->k_cache;
     v_cache_ = s->v_cache;
     engram_v_ = s->engram_v;
     hidden_ = s->hidden;
     return absl::OkStatus();
+  }
+
+  absl::Status Adopt(std::unique_ptr<State> state) override {
+    auto* s = SavedHere<SavedState>(state.get());
+    if (!s) return NotSavedHere();
+    tokens_ = std::move(s->tokens);
+    k_cache_ = std::move(s->k_cache);
+    v_cache_ = std::move(s->v_cache);
+    engram_v_ = std::move(s->engram_v);
+    hidden_ = std::move(s->hidden);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> StateBytes(const State& state) const override {
+    const auto* s = SavedHere<const SavedState>(&state);
+    if (!s) return NotSavedHere();
+    ByteWriter w;
+    state_bytes::PutTokens(w, s->tokens);
+    for (size_t l = 0; l < s->k_cache.size(); ++l) {
+      state_bytes::PutFloats(w, s->k_cache[l]);
+      state_bytes::PutFloats(w, s->v_cache[l]);
+    }
+    for (const std::vector<float>& v : s->engram_v) state_bytes::PutFloats(w, v);
+    state_bytes::PutHidden(w, s->hidden);
+    return std::move(w.bytes());
+  }
+
+  absl::StatusOr<std::unique_ptr<State>> StateFromBytes(std::string_view bytes,
+                                                        const std::string& name,
+                                                        uint64_t base) const override {
+    ByteReader r(bytes, name, base);
+    auto s = std::make_unique<SavedState>();
+    s->owner = this;
+    CACT_RETURN_IF_ERROR(state_bytes::GetTokens(r, m_, &s->tokens));
+    const size_t positions = s->tokens.size();
+    const size_t kv = positions * g_.num_kv_heads * g_.head_dim;
+    s->k_cache.resize(g_.num_layers);
+    s->v_cache.resize(g_.num_layers);
+    for (uint32_t l = 0; l < g_.num_layers; ++l) {
+      CACT_RETURN_IF_ERROR(state_bytes::GetFloats(r, "keys", kv, &s->k_cache[l]));
+      CACT_RETURN_IF_ERROR(state_bytes::GetFloats(r, "values", kv, &s->v_cache[l]));
+    }
+    s->engram_v.resize(engram_.size());
+    for (std::vector<float>& v : s->engram_v)
+      CACT_RETURN_IF_ERROR(
+          state_bytes::GetFloats(r, "engram values", positions * g_.d_model, &v));
+    CACT_RETURN_IF_ERROR(
+        state_bytes::GetHidden(r, opt_.keep_hidden, positions, m_, &s->hidden));
+    CACT_RETURN_IF_ERROR(r.ExpectEnd("the state"));
+    return s;
   }
 
  private:

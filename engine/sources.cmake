@@ -9,6 +9,7 @@ set(CACT_ENGINE_CORE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/fast_forward.cc
   ${CMAKE_CURRENT_LIST_DIR}/fast_path_limits.cc
   ${CMAKE_CURRENT_LIST_DIR}/forward.cc
+  ${CMAKE_CURRENT_LIST_DIR}/forward_state_bytes.cc
   ${CMAKE_CURRENT_LIST_DIR}/forward_paths.cc
   ${CMAKE_CURRENT_LIST_DIR}/kv_cache.cc
   ${CMAKE_CURRENT_LIST_DIR}/model.cc
@@ -27,6 +28,7 @@ set(CACT_ENGINE_TEXT_SOURCES
 # engine/generate: a prompt through a model to text (RunModel).
 set(CACT_ENGINE_GENERATE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/generate/prefix_reuse.cc
+  ${CMAKE_CURRENT_LIST_DIR}/generate/prompt_cache.cc
   ${CMAKE_CURRENT_LIST_DIR}/generate/runner.cc
 )
 # engine/toolcall: schemas, grammar, token masks, the decoder, the runner and retrieval.

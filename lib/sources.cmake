@@ -2,6 +2,7 @@
 # (tests/fuzz, tests/fuzz/torch) include this file. A file not listed here is not built.
 set(CACT_LIB_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/atomic_file.cc
+  ${CMAKE_CURRENT_LIST_DIR}/byte_io.cc
   ${CMAKE_CURRENT_LIST_DIR}/cpu_features.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_bytes.cc
   ${CMAKE_CURRENT_LIST_DIR}/file_identity.cc

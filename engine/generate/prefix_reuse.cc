@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/forward_paths.h"
+#include "lib/sha256.h"
 #include "lib/status.h"
 
 namespace cact {
@@ -38,25 +39,51 @@ absl::StatusOr<Forward*> PrefixReuse::ForwardFor(const Model& model, const std::
   return entries_.front().forward.get();
 }
 
-absl::StatusOr<bool> PrefixReuse::Start(std::span<const int32_t> prefix) {
+absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> prefix) {
   if (entries_.empty())
     return absl::FailedPreconditionError("PrefixReuse::Start before ForwardFor");
   Entry& e = entries_.front();
+  auto remember = [&](std::unique_ptr<Forward::State> state) {
+    e.saved.emplace_front(std::vector<int32_t>(prefix.begin(), prefix.end()), std::move(state));
+    if (e.saved.size() > kMaxPrefixes) e.saved.pop_back();
+  };
   for (auto it = e.saved.begin(); it != e.saved.end(); ++it) {
     if (!std::equal(it->first.begin(), it->first.end(), prefix.begin(), prefix.end())) continue;
     CACT_RETURN_IF_ERROR(e.forward->Restore(*it->second));
     ToFront(e.saved, it);
     ++hits_;
-    return true;
+    return Source::kMemory;
+  }
+  if (file_) {
+    if (e.model_sha256.empty()) e.model_sha256 = Sha256Hex(e.model->file().bytes().span());
+    CACT_RETURN_IF_ERROR(file_->Load({.model_sha256 = e.model_sha256,
+                                      .path = e.forward->name(),
+                                      .window = e.options.attn.window,
+                                      .sink = e.options.attn.sink,
+                                      .keep_hidden = e.options.keep_hidden}));
+    if (const std::string_view* bytes = file_->Find(prefix)) {
+      absl::StatusOr<std::unique_ptr<Forward::State>> state =
+          e.forward->StateFromBytes(*bytes, file_->path());
+      if (state.ok()) {
+        // Not kept in memory as well: the file's bytes serve the next run too.
+        CACT_RETURN_IF_ERROR(e.forward->Adopt(std::move(state).value()));
+        ++file_hits_;
+        return Source::kFile;
+      }
+      file_->Distrust(std::string(state.status().message()));
+    }
   }
   e.forward->Reset();
   CACT_RETURN_IF_ERROR(e.forward->Feed(prefix, nullptr, false));
   std::unique_ptr<Forward::State> state = e.forward->Save();
   ++misses_;
-  if (!state) return false;  // a path that cannot save: fed every time
-  e.saved.emplace_front(std::vector<int32_t>(prefix.begin(), prefix.end()), std::move(state));
-  if (e.saved.size() > kMaxPrefixes) e.saved.pop_back();
-  return false;
+  if (!state) return Source::kFed;  // a path that cannot save: fed every time
+  if (file_) {
+    CACT_ASSIGN_OR_RETURN(std::string bytes, e.forward->StateBytes(*state));
+    CACT_RETURN_IF_ERROR(file_->Store(prefix, std::move(bytes)));
+  }
+  remember(std::move(state));
+  return Source::kFed;
 }
 
 }  // namespace cact

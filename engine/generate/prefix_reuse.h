@@ -1,9 +1,10 @@
-// Reuse of a prompt prefix across runs in one process (eval, batches of queries over the same
-// tools): the forwards of earlier runs are kept (one per path and options: the pinned sink
-// is the prefix's length), and the state after each distinct prefix (the tool declarations)
-// is saved; a later run whose prompt starts with a saved prefix restores it and feeds only
-// the rest. Results are bit-identical to runs without it (engine/forward.h: Save / Restore;
-// a prompt split at the prefix equals the whole prompt).
+// Reuse of a prompt prefix across runs (eval, batches of queries over the same tools, and
+// across processes with a prompt cache file): the forwards of earlier runs are kept (one
+// per path and options: the pinned sink is the prefix's length), and the state after each
+// distinct prefix (the tool declarations) is saved; a later run whose prompt starts with a
+// saved prefix restores it and feeds only the rest. The caller keeps the models alive. Results are
+// bit-identical to runs without it (engine/forward.h: Save / Restore; a prompt split at the prefix
+// equals the whole prompt).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/forward.h"
+#include "engine/generate/prompt_cache.h"
 
 namespace cact {
 
@@ -29,12 +31,18 @@ class PrefixReuse {
   // new one. It becomes the current forward.
   absl::StatusOr<Forward*> ForwardFor(const Model& model, const std::string& path,
                                       const ForwardOptions& options);
+  // Also keeps the states in a file (engine/generate/prompt_cache.h): a prefix not saved in
+  // memory is looked up there before it is fed, and a fed one is stored there.
+  void UseFile(PromptCache* file) { file_ = file; }
+
+  enum class Source { kFed, kMemory, kFile };
   // Leaves the current forward exactly as if `prefix` had just been fed after Reset():
-  // restored when it was saved, else fed and saved. True when it was restored.
-  absl::StatusOr<bool> Start(std::span<const int32_t> prefix);
+  // restored when it was saved (in memory or in the file), else fed and saved.
+  absl::StatusOr<Source> Start(std::span<const int32_t> prefix);
 
   size_t hits() const { return hits_; }
   size_t misses() const { return misses_; }
+  size_t file_hits() const { return file_hits_; }
 
  private:
   struct Entry {
@@ -42,10 +50,12 @@ class PrefixReuse {
     std::string path;
     ForwardOptions options;
     std::unique_ptr<Forward> forward;
+    std::string model_sha256;  // computed when a file is used
     std::list<std::pair<std::vector<int32_t>, std::unique_ptr<Forward::State>>> saved;
   };
   std::list<Entry> entries_;  // the current one first
-  size_t hits_ = 0, misses_ = 0;
+  PromptCache* file_ = nullptr;
+  size_t hits_ = 0, misses_ = 0, file_hits_ = 0;
 };
 
 }  // namespace cact

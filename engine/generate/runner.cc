@@ -209,6 +209,9 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   std::unique_ptr<Forward> own;
   Forward* fwd_ptr = nullptr;
   if (reuse) {
+    if (!req.model)
+      return absl::FailedPreconditionError(
+          "prefix reuse keeps forwards of the model: pass a loaded model (RunRequest::model)");
     CACT_ASSIGN_OR_RETURN(fwd_ptr, req.prefix_reuse->ForwardFor(model, req.path, opt));
   } else {
     CACT_ASSIGN_OR_RETURN(own, MakeForwardPath(model, req.path, opt));
@@ -223,8 +226,10 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   std::vector<float> logits;
   std::span<const int32_t> feed(prompt.ids);
   if (reuse) {
-    CACT_ASSIGN_OR_RETURN(r.prefix_reused,
+    CACT_ASSIGN_OR_RETURN(const PrefixReuse::Source source,
                           req.prefix_reuse->Start(feed.first(prompt.tools_prefix)));
+    r.prefix_reused = source != PrefixReuse::Source::kFed;
+    r.prefix_from_file = source == PrefixReuse::Source::kFile;
     feed = feed.subspan(prompt.tools_prefix);
   }
   CACT_RETURN_IF_ERROR(fwd.Feed(feed, &logits, all_rows));

@@ -50,9 +50,10 @@ struct RunRequest {
   // (model_path is then unused).
   const Model* model = nullptr;
   const Tokenizer* tokenizer = nullptr;
-  // Library callers running many prompts over the same tools (eval) keep their forward and
-  // the tools prefix's state here (engine/generate/prefix_reuse.h); results are identical.
-  // Not used for validation or for logits of every prompt position.
+  // Library callers running many prompts over the same tools (eval, batches, a prompt cache
+  // file) keep their forward and the tools prefix's state here
+  // (engine/generate/prefix_reuse.h); results are identical. Needs `model` (the forwards
+  // kept refer to it). Not used for validation or for logits of every prompt position.
   PrefixReuse* prefix_reuse = nullptr;
   // When set, picks every generated token from the last logits instead of the sampler (the
   // tool-call grammar: engine/toolcall/tool_call_decoder.h); -1 ends the generation.
@@ -83,6 +84,7 @@ struct RunResult {
   std::vector<int32_t> prompt_ids, generated_ids;
   int32_t stopped_by = -1;  // the token that ended generation (EOS, <|im_end|>), else -1
   bool prefix_reused = false;  // the tools prefix's state was restored (RunRequest::prefix_reuse)
+  bool prefix_from_file = false;  // ... from the prompt cache file
   std::string text;         // decoded generation (empty without a tokenizer-driven run)
   RunTimings timings;
   std::optional<ProbeOutputs> probes;

@@ -161,6 +161,9 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
                         ParseToolCatalog(req.tools_json, req.tools_file));
   // A caller running many calls (eval) passes its loaded model and tokenizer.
   std::unique_ptr<Model> opened;
+  if (req.run.prefix_reuse && !req.run.model)
+    return absl::FailedPreconditionError(
+        "prefix reuse keeps forwards of the model: pass a loaded model (RunRequest::model)");
   if (!req.run.model) {
     CACT_ASSIGN_OR_RETURN(opened, Model::Open(req.run.model_path));
   }
@@ -269,6 +272,8 @@ std::string ToolCallJson(const ToolCallResult& r) {
   j["threads"] = r.run.threads;
   j["window"] = r.run.window;
   j["sink"] = r.run.sink;
+  j["prefix_reused"] = r.run.prefix_reused;
+  j["prefix_from_file"] = r.run.prefix_from_file;
   j["prompt_tokens"] = t.prompt_tokens;
   j["prompt_ids"] = r.run.prompt_ids;
   j["generated_ids"] = r.run.generated_ids;

@@ -148,5 +148,33 @@ TEST(FastBench, BadOptionsAreErrors) {
   EXPECT_FALSE(RunBench(o).ok());
 }
 
+// The tool-call figures cold, warm in the process and warm from a prompt cache file: the bench
+// itself refuses to report when a warm answer differs from the cold one.
+TEST(FastBench, ToolCallColdAndWarmSideBySide) {
+  BenchOptions o = Small();
+  o.model_path = std::string(CACT_SOURCE_DIR) + "/docs/reference-model/reference.cact";
+  o.arms = {"fast"};
+  o.threads = {1};
+  o.depths = {0};
+  o.tool_call_tokens = 16;
+  o.format = "json";
+  auto report = RunBench(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  const nlohmann::json j = nlohmann::json::parse(*report);
+  ASSERT_EQ(j["tool_call"].size(), 1u);
+  const nlohmann::json& t = j["tool_call"][0];
+  for (const char* key : {"end_to_end_ms", "warm_ms", "warm_prefill_ms", "warm_from_file_ms"}) {
+    ASSERT_EQ(t[key].size(), 2u) << key;
+    for (double v : t[key]) EXPECT_GT(v, 0.0) << key;
+  }
+  EXPECT_GT(t["prompt_cache_bytes"].get<uint64_t>(), 100000u);
+  o.format = "md";
+  report = RunBench(o);
+  ASSERT_TRUE(report.ok());
+  EXPECT_NE(report->find("| threads | cold ms | warm ms | warm / cold | warm from file ms |"),
+            std::string::npos)
+      << *report;
+}
+
 }  // namespace
 }  // namespace cact::testing

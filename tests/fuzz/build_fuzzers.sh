@@ -19,4 +19,6 @@ fuzz_build build_fuzzers "$here" "$build" "$jobs"
 # the small models written by make_fuzz_seeds.
 "$build/make_fuzz_seeds" "$build" >/dev/null
 CACT_BUILD="$build" CACT_ROOT="$root" /usr/bin/python3 "$here/make_corpora.py"
+mkdir -p "$build/corpus/fuzz_prompt_cache"
+CACT_FUZZ_WRITE_SEEDS="$build/corpus/fuzz_prompt_cache" "$build/fuzz_prompt_cache"
 echo "fuzzers built in $build; corpora in $build/corpus"

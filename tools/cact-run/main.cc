@@ -4,7 +4,8 @@
 //   cact-run MODEL --tokens 2,17,40 --logits OUT.npy [--last] [--window W --sink P]
 //   cact-run MODEL -p TEXT [-n N] [--temperature T --top-k K --top-p P --seed S]
 //   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N] [--think-max N]
-//            [--top-tools K] [--min-confidence X] [--no-grammar] [--json]
+//            [--top-tools K] [--min-confidence X] [--no-grammar] [--json] [--prompt-cache F]
+//   cact-run MODEL --tools tools.json --batch QUERIES [--prompt-cache F]
 //   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [--json]
 //   cact-run perplexity MODEL -f TEXT [--ctx N] [--json]
@@ -140,6 +141,14 @@ int main(int argc, char** argv) {
   app.add_option("--min-confidence", call.min_confidence,
                  "tool calls: return [] when the confidence head scores the call below X")
       ->check(cact::tools::FiniteIn(0.0, 1.0));
+  cact::ToolCallCommand command;
+  app.add_option("--batch", command.batch_path,
+                 "tool calls: one query per line of FILE ('-': standard input), one JSON "
+                 "result per line on stdout; the tools prefix is computed once");
+  app.add_option("--prompt-cache", command.prompt_cache_path,
+                 "tool calls: keep the tools prefix's state in FILE and load it from there in "
+                 "later runs (checked against the model, tools, path and build; a stale or "
+                 "damaged file is rebuilt)");
 
   app.footer(
       "Subcommands (each with its own --help):\n"
@@ -150,13 +159,16 @@ int main(int argc, char** argv) {
       "Examples:\n"
       "  cact-run model.cact -p \"The weather today\" -n 32\n"
       "  cact-run model.cact --tools tools.json --query \"What is the weather in Oslo?\"\n"
+      "  cact-run model.cact --tools tools.json --batch queries.txt --prompt-cache tools.pc\n"
       "  cact-run model.cact --validate -p \"Hello\" -n 16");
 
   if (auto code = cact::tools::ParseCommandLine(app, argc, argv)) return *code;
   // Outputs never replace inputs: refused before any work.
   for (const auto& [out, role] : {std::pair{req.logits_path, "--logits"},
-                                  std::pair{req.dump_hidden_dir, "--dump-hidden"}}) {
-    if (absl::Status st = cact::CheckOutputIsNotInput(out, {req.model_path, tools_file}, role);
+                                  std::pair{req.dump_hidden_dir, "--dump-hidden"},
+                                  std::pair{command.prompt_cache_path, "--prompt-cache"}}) {
+    if (absl::Status st = cact::CheckOutputIsNotInput(
+            out, {req.model_path, tools_file, command.batch_path}, role);
         !st.ok())
       return cact::tools::ReportFailure(kTool, st);
   }
@@ -191,15 +203,29 @@ int main(int argc, char** argv) {
     req.validate_steps_given = true;
   }
 
-  if (req.tools_json && req.query && !req.validate) {
+  const bool batch = !command.batch_path.empty();
+  if (batch || !command.prompt_cache_path.empty()) {
+    std::string why;
+    if (!req.tools_json) why = "needs --tools";
+    else if (batch && req.query) why = "--batch takes the queries from its file, not --query";
+    else if (!batch && !req.query) why = "needs --query or --batch";
+    else if (req.validate || req.tokens || req.prompt) why = "is for tool calls (--tools with --query or --batch)";
+    if (!why.empty())
+      return cact::tools::ReportFailure(
+          kTool, absl::InvalidArgumentError(
+                     std::string(batch ? "--batch" : "--prompt-cache") + " " + why));
+  }
+  if (req.tools_json && (req.query || batch) && !req.validate) {
     call.tools_file = tools_file;
     call.tools_json = *req.tools_json;
-    call.query = *req.query;
+    if (req.query) call.query = *req.query;
     call.system = req.system;
     call.run = req;
     call.grammar = !no_grammar;
     if (!*n_opt) call.run.max_new_tokens = 128;
-    return cact::RunToolCallCommand(call, json);
+    command.request = std::move(call);
+    command.json = json;
+    return cact::RunToolCallCommand(command);
   }
 
   const bool stream = !json && !req.validate;

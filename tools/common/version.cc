@@ -18,6 +18,8 @@ std::string VersionLine(std::string_view tool) {
                          kBuildVersion, kBuildCommit, kBuildType, kBuildKernels, runnable);
 }
 
+std::string BuildId() { return absl::StrFormat("%s commit %s", kBuildVersion, kBuildCommit); }
+
 bool HandleVersionArgument(std::string_view tool, int argc, char** argv) {
   if (argc != 2 || std::string_view(argv[1]) != "--version") return false;
   std::printf("%s\n", VersionLine(tool).c_str());

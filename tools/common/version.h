@@ -11,6 +11,9 @@
 namespace cact::tools {
 
 std::string VersionLine(std::string_view tool);
+// "0.1.0 commit 1a2b3c4d5e6f": what files that depend on this build's numerics (the prompt
+// cache) record, so another build's file is rebuilt rather than trusted.
+std::string BuildId();
 
 // True when argv holds exactly one argument, `--version`: prints VersionLine and the tool
 // returns 0. For a hand-written parser; CLI11 tools use CLI::App::set_version_flag.
