@@ -364,10 +364,35 @@ absl::StatusOr<FlaxAdapter> ReadFlaxAdapter(const PickleDocument& doc) {
   ad.scale = *scale_value;
   ad.rank = DescriptiveInt(*root, "rank");
   if (const PickleObject* base = root->Find("base")) ad.base = ScalarText(*base);
+  // The QAT metadata: None or an int width, None or a bits map string (as finetune writes).
+  if (const PickleObject* q = root->Find("qat_bits"); q && q->kind != Kind::kNone) {
+    if (q->kind != Kind::kInt || q->i < 2 || q->i > 4)
+      return At(ad.file, "qat_bits", *q,
+                absl::StrCat("is ", q->kind == Kind::kInt ? absl::StrCat(q->i) : q->TypeName(),
+                             "; expected None or a width 2, 3 or 4"));
+    ad.qat_bits = q->i;
+  }
+  if (const PickleObject* q = root->Find("qat_bits_map"); q && q->kind != Kind::kNone) {
+    if (q->kind != Kind::kStr)
+      return At(ad.file, "qat_bits_map", *q,
+                absl::StrCat("is a ", q->TypeName(), "; expected None or a bits map string"));
+    if (absl::StatusOr<Scheme> s = ParseScheme(std::string(q->text)); !s.ok())
+      return At(ad.file, "qat_bits_map", *q,
+                absl::StrCat("'", std::string(q->text), "': ", std::string(s.status().message())));
+    ad.qat_bits_map = std::string(q->text);
+  }
+  if (ad.qat_bits && ad.qat_bits_map)
+    return FileError(ad.file, "sets both qat_bits and qat_bits_map (finetune writes one)");
+  if (const PickleObject* q = root->Find("seed"); q && q->kind != Kind::kNone) {
+    if (q->kind != Kind::kInt)
+      return At(ad.file, "seed", *q, absl::StrCat("is a ", q->TypeName(), "; expected an int"));
+    ad.seed = q->i;
+  }
   for (const auto& [k, v] : root->entries) {
     if (k->kind != Kind::kStr) continue;
     const std::string key(k->text);
-    if (key != "lora" && key != "scale" && key != "rank" && key != "base")
+    if (key != "lora" && key != "scale" && key != "rank" && key != "base" && key != "qat_bits" &&
+        key != "qat_bits_map" && key != "seed")
       ad.extra.emplace_back(key, ScalarText(*v));
   }
   for (const auto& [k, v] : lora->entries) {
@@ -549,6 +574,22 @@ absl::StatusOr<CanonicalWeights> CheckpointToCanonical(const FlaxCheckpoint& ckp
   return cw;
 }
 
+absl::Status CheckSchemeAgainstAdapter(const CheckpointBuild& build, const Scheme& explicit_scheme,
+                                       const std::string& flag) {
+  if (build.adapter_qat_bits_map)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the adapter was trained for the checkpoint's mixed CQ bit map %s, but %s would "
+        "deploy different numerics (leave it out: the build follows the adapter)",
+        build.adapter_path, *build.adapter_qat_bits_map, flag));
+  if (build.adapter_qat_bits &&
+      explicit_scheme.ToString() != absl::StrCat("default=", *build.adapter_qat_bits))
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the adapter was trained for CQ W%d, but %s (%s) would deploy different numerics; "
+        "rebuild at the adapter bit width",
+        build.adapter_path, *build.adapter_qat_bits, flag, explicit_scheme.ToString()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Safetensors> AdapterAsStacked(const FlaxAdapter& ad) {
   Safetensors st;
   for (const FlaxAdapter::Target& t : ad.targets) {
@@ -564,6 +605,8 @@ absl::StatusOr<Safetensors> AdapterAsStacked(const FlaxAdapter& ad) {
     }
   }
   st.metadata["scale"] = absl::StrFormat("%.17g", ad.scale);
+  if (ad.qat_bits) st.metadata["qat_bits"] = absl::StrCat(*ad.qat_bits);
+  if (ad.qat_bits_map) st.metadata["qat_bits_map"] = *ad.qat_bits_map;
   return st;
 }
 
@@ -669,6 +712,27 @@ absl::StatusOr<CheckpointBuild> LoadCheckpointForBuild(const std::string& checkp
         adapter_path, ad.pairs.size(), ad.pairs.empty() ? 0 : ad.pairs.front().rank, ad.scale,
         ad.scale_source, b.canonical.dtype));
     b.canonical.weights.metadata["lora"] = adapter_path;
+    // `needle build` deploys what the adapter trained through: its bits map, else its
+    // uniform width; the checkpoint's weight_bits then plays no part.
+    b.adapter_path = adapter_path;
+    std::string qat_scheme;
+    if (auto it = stacked.metadata.find("qat_bits_map"); it != stacked.metadata.end()) {
+      b.adapter_qat_bits_map = it->second;
+      qat_scheme = it->second;
+    } else if (auto w = stacked.metadata.find("qat_bits"); w != stacked.metadata.end()) {
+      b.adapter_qat_bits = std::stoll(w->second);
+      qat_scheme = "default=" + w->second;
+    }
+    if (!qat_scheme.empty()) {
+      CACT_ASSIGN_OR_RETURN(b.scheme, ParseScheme(qat_scheme));
+      b.scheme_source = b.adapter_qat_bits_map
+                            ? "the adapter's QAT metadata (qat_bits_map)"
+                            : absl::StrCat("the adapter's QAT metadata (qat_bits ",
+                                           *b.adapter_qat_bits, ")");
+      b.canonical.weights.metadata["bits_map"] = b.scheme.ToString();
+      b.canonical.weights.metadata["bits_map_source"] = b.scheme_source;
+      b.notes.push_back("scheme " + b.scheme.ToString() + " from " + b.scheme_source);
+    }
   }
   // Nothing non-finite leaves here (convert writes these values as they are).
   for (const FloatTensor& t : b.canonical.weights.tensors)

@@ -50,7 +50,13 @@ struct FlaxAdapter {
     PickleArrayAt a, b;
   };
   std::vector<Target> targets;
-  std::vector<std::pair<std::string, std::string>> extra;  // other top-level scalars (seed, ...)
+  // The numerics a quantization-aware fine-tune trained through (official finetune since
+  // v2.0.12: an int width, or the checkpoint's bits map string; None or absent: none), and
+  // its seed. `needle build` deploys them.
+  std::optional<int64_t> qat_bits;
+  std::optional<std::string> qat_bits_map;
+  std::optional<int64_t> seed;
+  std::vector<std::pair<std::string, std::string>> extra;  // other top-level scalars
 };
 
 // Which artifact the pickle's root is: a dict with "params" (checkpoint) or "lora" (adapter).
@@ -92,11 +98,22 @@ struct CheckpointBuild {
   Geometry geometry;
   Scheme scheme;
   std::string scheme_source;
+  // From the adapter's QAT metadata (which then chose `scheme`): an explicit scheme that
+  // contradicts it is refused (CheckSchemeAgainstAdapter).
+  std::optional<int64_t> adapter_qat_bits;
+  std::optional<std::string> adapter_qat_bits_map;
+  std::string adapter_path;
   std::vector<std::string> notes;  // what was merged, which params were not read
 };
 absl::StatusOr<CheckpointBuild> LoadCheckpointForBuild(const std::string& checkpoint_path,
                                                        const std::string& adapter_path,
                                                        std::optional<double> scale_override);
+
+// `needle build`'s rule for a --bits given with a QAT adapter, for an explicit scheme: with
+// the adapter's bits map any explicit scheme is refused; with its width, any scheme other
+// than that uniform width. OK when the adapter recorded neither.
+absl::Status CheckSchemeAgainstAdapter(const CheckpointBuild& build, const Scheme& explicit_scheme,
+                                       const std::string& flag);
 
 // An adapter file as the safetensors ParseLoraAdapter reads: the official pickle (by its
 // content, not its name) in the stacked layout, its targets and shapes first checked against

@@ -165,7 +165,9 @@ TEST_P(CheckpointCli, InspectDescribesCheckpointsAndAdapters) {
   EXPECT_EQ(ja["scale"], 4.0);
   EXPECT_EQ(ja["targets"].size(), 5u);
   EXPECT_EQ(ja["arrays"].size(), 10u);
-  EXPECT_EQ(ja["extra"]["seed"], "0");
+  EXPECT_EQ(ja["seed"], 0);
+  EXPECT_EQ(ja["qat_bits"], nullptr);
+  EXPECT_FALSE(ja["extra"].contains("seed"));
 }
 
 TEST_P(CheckpointCli, HostilePicklesFailWithOneLineAndLeaveNothing) {
@@ -185,6 +187,84 @@ TEST_P(CheckpointCli, HostilePicklesFailWithOneLineAndLeaveNothing) {
   }
   EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
   EXPECT_FALSE(std::filesystem::exists(TrainingPickles::Marker()));
+}
+
+// Adapters of the quantization-aware finetune: `build --lora` deploys the numerics they
+// trained through, as `needle build` does (their bits map, else their width, over the
+// checkpoint's weight_bits), says so, and refuses an explicit scheme that contradicts them.
+TEST_P(CheckpointCli, QatAdaptersDeployTheirNumerics) {
+  const std::string kase = GetParam();
+  TempDir dir;
+  const std::string common = " --checkpoint " + Pkl("ckpt_f32_p4.pkl") + " --tokenizer " +
+                             Fixture(kase, "tokenizer.model");
+  auto build = [&](const std::string& adapter, const std::string& flags, const std::string& out) {
+    return testing::Run(Quant() + " build --json" + common + " --lora " + Pkl(adapter) + flags +
+                        " -o " + dir / out);
+  };
+  // What each must equal: the plain adapter (same arrays, no metadata) built at that scheme.
+  struct Case {
+    std::string adapter, same_as_flags, source;
+  };
+  const std::vector<Case> cases = {
+      {"adapter_qat_map.pkl", " --scheme embedding=3,default=4",
+       "the adapter's QAT metadata (qat_bits_map)"},
+      {"adapter_qat_w2.pkl", " --scheme default=2", "the adapter's QAT metadata (qat_bits 2)"},
+      {"adapter_qat_none.pkl", "", "checkpoint config weight_bits"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.adapter);
+    auto got = build(c.adapter, "", "got.cact");
+    ASSERT_EQ(got.exit_code, 0) << got.output;
+    EXPECT_EQ(nlohmann::json::parse(got.output)["scheme_source"], c.source);
+    auto want = build("adapter_p4.pkl", c.same_as_flags, "want.cact");
+    ASSERT_EQ(want.exit_code, 0) << want.output;
+    EXPECT_EQ(ReadAll(dir / "got.cact"), ReadAll(dir / "want.cact"));
+  }
+  EXPECT_NE(ReadAll(dir / "got.cact"), std::vector<uint8_t>());
+
+  // Explicit schemes against the metadata: the map refuses any, the width any other width.
+  struct Refusal {
+    std::string adapter, flags, message;
+  };
+  const std::vector<Refusal> refusals = {
+      {"adapter_qat_map.pkl", " --scheme embedding=3,default=4",
+       ": the adapter was trained for the checkpoint's mixed CQ bit map embedding=3,default=4, "
+       "but --scheme would deploy different numerics (leave it out: the build follows the "
+       "adapter)"},
+      {"adapter_qat_map.pkl", " --preset cq4", "but --preset cq4 would deploy different numerics"},
+      {"adapter_qat_w2.pkl", " --scheme default=4",
+       ": the adapter was trained for CQ W2, but --scheme (default=4) would deploy different "
+       "numerics; rebuild at the adapter bit width"},
+  };
+  for (const Refusal& r : refusals) {
+    SCOPED_TRACE(r.adapter + r.flags);
+    auto out = testing::Run(Quant() + " build -q" + common + " --lora " + Pkl(r.adapter) +
+                            r.flags + " -o " + dir / "refused.cact");
+    EXPECT_EQ(out.exit_code, 2) << out.output;
+    EXPECT_NE(out.output.find(r.message), std::string::npos) << out.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "refused.cact"));
+  }
+  auto same_width = build("adapter_qat_w2.pkl", " --scheme default=2", "w2.cact");
+  EXPECT_EQ(same_width.exit_code, 0) << same_width.output;
+
+  // Metadata of another type than finetune writes: one line naming the key.
+  for (const auto& [adapter, message] : std::vector<std::pair<std::string, std::string>>{
+           {"adapter_qat_bad_bits.pkl", "qat_bits"}, {"adapter_qat_bad_map.pkl", "qat_bits_map"}}) {
+    auto out = build(adapter, "", "bad.cact");
+    EXPECT_EQ(out.exit_code, 2) << out.output;
+    EXPECT_NE(out.output.find(message), std::string::npos) << out.output;
+  }
+
+  // cact-inspect shows the metadata.
+  auto a = testing::Run(Inspect() + " --json " + Pkl("adapter_qat_map.pkl"));
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  const auto ja = nlohmann::json::parse(a.output);
+  EXPECT_EQ(ja["qat_bits_map"], "embedding=3,default=4");
+  EXPECT_EQ(ja["qat_bits"], nullptr);
+  EXPECT_EQ(ja["seed"], 7);
+  auto t = testing::Run(Inspect() + " " + Pkl("adapter_qat_w2.pkl"));
+  EXPECT_NE(t.output.find("trained through CQ W2 (needle build deploys it)"), std::string::npos)
+      << t.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointCli, ::testing::ValuesIn(testing::FixtureCases()));

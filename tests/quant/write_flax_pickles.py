@@ -205,6 +205,10 @@ def dump_numpy2(obj, path, protocol):
 # ---------------------------------------------------------------- LoRA adapter and merge
 
 
+# A bits map other than the fixtures' checkpoint config, so following it is observable.
+QAT_BITS_MAP = "embedding=3,default=4"
+
+
 def make_adapter(params):
     rng = np.random.default_rng(LORA_SEED)
     lora = {}
@@ -352,6 +356,17 @@ def main():
         files.append({"file": f"adapter_p{proto}.pkl", "kind": "lora_adapter", "protocol": proto,
                       "dtype": "float32", "rank": LORA_RANK, "scale": adapter["scale"],
                       "seed": LORA_SEED})
+
+    # Adapters of the quantization-aware finetune (official since v2.0.12): the numerics it
+    # trained through, which `needle build` deploys; and two with metadata of the wrong type.
+    qat = {"adapter_qat_map.pkl": (None, QAT_BITS_MAP), "adapter_qat_w2.pkl": (2, None),
+           "adapter_qat_none.pkl": (None, None), "adapter_qat_bad_bits.pkl": ("4", None),
+           "adapter_qat_bad_map.pkl": (None, 4)}
+    for name, (bits, bits_map) in qat.items():
+        dump(dict(adapter, qat_bits=bits, qat_bits_map=bits_map, seed=7),
+             os.path.join(args.out_dir, name), 4)
+        files.append({"file": name, "kind": "lora_adapter", "protocol": 4, "qat_bits": bits,
+                      "qat_bits_map": bits_map})
 
     # The same adapter in the stacked safetensors layout `cact-quant lora` already reads, so
     # the pickle path can be checked against it byte for byte.

@@ -126,6 +126,9 @@ int Adapter(const Options& o, const PickleDocument& doc) {
            {"kind", "lora_adapter"}, {"rank", nullptr},     {"scale", a->scale},
            {"base", a->base},        {"targets", targets}};
     if (a->rank) j["rank"] = *a->rank;
+    j["qat_bits"] = a->qat_bits ? Json(*a->qat_bits) : Json(nullptr);
+    j["qat_bits_map"] = a->qat_bits_map ? Json(*a->qat_bits_map) : Json(nullptr);
+    j["seed"] = a->seed ? Json(*a->seed) : Json(nullptr);
     Json extra = Json::object();
     for (const auto& [k, v] : a->extra) extra[k] = v;
     j["extra"] = extra;
@@ -142,6 +145,13 @@ int Adapter(const Options& o, const PickleDocument& doc) {
                               a->rank ? absl::StrCat(*a->rank) : "?", a->scale,
                               extra.empty() ? "" : ", " + absl::StrJoin(extra, ", ")));
   row("base", a->base.empty() ? "(not recorded)" : a->base);
+  row("qat", a->qat_bits_map ? "trained through the bits map " + *a->qat_bits_map +
+                                   " (needle build deploys it)"
+             : a->qat_bits   ? absl::StrFormat("trained through CQ W%d (needle build deploys it)",
+                                               *a->qat_bits)
+                             : std::string("none recorded (built with --bits, else the "
+                                           "checkpoint's weight_bits)"));
+  if (a->seed) row("seed", absl::StrCat(*a->seed));
   row("targets", absl::StrFormat("%d: %s", targets.size(), absl::StrJoin(targets, ", ")));
   row("arrays", Totals(arrays));
   if (!o.no_tensors) {

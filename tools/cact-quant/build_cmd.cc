@@ -70,6 +70,11 @@ int RunBuild(const Options& o) {
         LoadCheckpointForBuild(o.checkpoint, o.lora_adapter, o.scale);
     if (!c.ok()) return rep.Fail(c.status());
     ckpt.emplace(std::move(*c));
+    if (req.scheme) {
+      if (absl::Status st = CheckSchemeAgainstAdapter(*ckpt, *req.scheme, SchemeSource(o));
+          !st.ok())
+        return rep.Fail(st);
+    }
     req.weights = &ckpt->canonical.weights;
     req.weights_path = o.checkpoint;
   } else {
