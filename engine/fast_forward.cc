@@ -192,6 +192,7 @@ class FastForward final : public Forward {
   const std::vector<float>& hidden_by_position() const override {
     return hidden_.by_position();
   }
+  uint32_t hidden_from() const override { return hidden_.first(); }
 
   // "fast-int8" with plain int8 numerics (forward_paths.h).
   std::string name() const override { return name_; }
@@ -226,14 +227,14 @@ class FastForward final : public Forward {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> StateBytes(const State& state) const override {
+  absl::StatusOr<std::string> StateBytes(const State& state, bool hidden) const override {
     const auto* s = SavedHere<const SavedState>(&state);
     if (!s) return NotSavedHere();
     ByteWriter w;
     state_bytes::PutTokens(w, s->tokens);
     s->kv.AppendRows(w);
     for (const std::vector<float>& ring : s->eng_hist) state_bytes::PutFloats(w, ring);
-    state_bytes::PutHidden(w, s->hidden);
+    state_bytes::PutHidden(w, s->hidden, opt_.keep_hidden, hidden);
     return std::move(w.bytes());
   }
 
@@ -292,7 +293,7 @@ class FastForward final : public Forward {
       // and fault in fresh pages at every doubling. Untouched capacity costs no memory.
       std::vector<float>& h = hidden_.by_position();
       if (h.capacity() == 0) h.reserve(size_t(g_.max_seq_len) * L * g_.d_model);
-      h.resize(size_t(p0 + n) * L * g_.d_model);
+      h.resize(size_t(p0 + n - hidden_.first()) * L * g_.d_model);
     }
     act_.AllocateTokenBuffers();
     RopeTable(p0, n);
@@ -591,7 +592,8 @@ class FastForward final : public Forward {
 
   uint32_t EngramIn() const { return act_.EngramIn(); }
   float* HiddenRow(uint32_t pos, uint32_t l) {
-    return &hidden_.by_position()[(size_t(pos) * g_.num_layers + l) * g_.d_model];
+    return &hidden_.by_position()[(size_t(pos - hidden_.first()) * g_.num_layers + l) *
+                                  g_.d_model];
   }
 
   void EmbedToken(uint32_t pos, float* X) {

@@ -15,7 +15,7 @@ absl::Status Forward::Restore(const State&) {
   return absl::UnimplementedError(name() + ": this forward path cannot restore a saved state");
 }
 
-absl::StatusOr<std::string> Forward::StateBytes(const State&) const {
+absl::StatusOr<std::string> Forward::StateBytes(const State&, bool) const {
   return absl::UnimplementedError(name() + ": this forward path cannot write its state");
 }
 

@@ -42,11 +42,14 @@ class Forward {
                             bool all_positions) = 0;
   // Number of tokens fed since Reset().
   virtual uint32_t position() const = 0;
-  // With keep_hidden: lane mean after each layer, [L][position()][d] row-major
-  // (the layout of the fixtures' hidden_*.npy). Empty otherwise.
+  // With keep_hidden: lane mean after each layer, [L][T][d] row-major for the T positions
+  // hidden_from()..position()-1 (the layout of the fixtures' hidden_*.npy). Empty otherwise.
   virtual const std::vector<float>& hidden() const = 0;
-  // The same values as recorded, [position()][L][d]: no rearranged copy.
+  // The same values as recorded, [T][L][d]: no rearranged copy.
   virtual const std::vector<float>& hidden_by_position() const = 0;
+  // The first position recorded: 0, unless a state was restored without the lane means of
+  // its prefix (StateBytes with hidden = false).
+  virtual uint32_t hidden_from() const { return 0; }
   // "reference", "fast", ...
   virtual std::string name() const = 0;
 
@@ -68,8 +71,10 @@ class Forward {
   // bytes hold the state only; the file keeps what it depends on (model, path, window,
   // sink). StateFromBytes checks every size against this forward and refuses values it
   // could not have written (ids outside the vocabulary, non-finite floats, int8 -128):
-  // DataLoss naming `name`, the field and the byte offset (counted from `base`).
-  virtual absl::StatusOr<std::string> StateBytes(const State& state) const;
+  // DataLoss naming `name`, the field and the byte offset (counted from `base`). With
+  // hidden = false the recorded lane means are left out: the restored forward records from
+  // the state's position on (hidden_from()).
+  virtual absl::StatusOr<std::string> StateBytes(const State& state, bool hidden = true) const;
   virtual absl::StatusOr<std::unique_ptr<State>> StateFromBytes(std::string_view bytes,
                                                                 const std::string& name,
                                                                 uint64_t base = 0) const;
@@ -106,7 +111,11 @@ class HiddenRecord {
   void Clear() {
     by_position_.clear();
     by_layer_.clear();
+    first_ = 0;
   }
+  // The position of the first row (0 unless restored without the rows before it).
+  uint32_t first() const { return first_; }
+  void set_first(uint32_t first) { first_ = first; }
   // [T][L][d]; the forward appends or resizes and writes rows.
   std::vector<float>& by_position() { return by_position_; }
   const std::vector<float>& by_position() const { return by_position_; }
@@ -116,6 +125,7 @@ class HiddenRecord {
  private:
   std::vector<float> by_position_;
   mutable std::vector<float> by_layer_;  // rebuilt when its size is stale
+  uint32_t first_ = 0;
 };
 
 }  // namespace cact

@@ -8,6 +8,50 @@
 namespace cact {
 namespace {
 
+// The cells of `tokens` (padding skipped): sqrt(d) * embedding, then the lane mean after each
+// layer. `embeddings` holds the scaled embedding rows the cells point at.
+absl::Status CheckHiddenSize(const Model& model, size_t T, std::span<const float> hidden) {
+  const size_t want = size_t(model.num_layers()) * T * model.d_model();
+  if (hidden.size() == want) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "probe heads: hidden has %d values, expected L*T*d = %d", hidden.size(), want));
+}
+
+absl::Status BuildCells(const Model& model, std::span<const int32_t> tokens,
+                        std::span<const float> hidden, int32_t pad_id, HiddenLayout layout,
+                        std::vector<float>* embeddings, std::vector<const float*>* cells) {
+  const uint32_t d = model.d_model(), L = model.num_layers();
+  const size_t T = tokens.size();
+  if (absl::Status st = CheckHiddenSize(model, T, hidden); !st.ok()) return st;
+  embeddings->assign(T * d, 0.0f);
+  const float scale = std::sqrt(float(d));
+  for (size_t t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || uint32_t(tokens[t]) >= model.vocab())
+      return absl::InvalidArgumentError(absl::StrFormat("probe heads: bad token %d", tokens[t]));
+    if (tokens[t] == pad_id) continue;
+    float* e = &(*embeddings)[t * d];
+    model.embedding().DequantizeRow(uint32_t(tokens[t]), e);
+    for (uint32_t i = 0; i < d; ++i) e[i] *= scale;
+    cells->push_back(e);
+    for (uint32_t l = 0; l < L; ++l)
+      cells->push_back(
+          &hidden[(layout == HiddenLayout::kByLayer ? size_t(l) * T + t : t * L + l) * d]);
+  }
+  return absl::OkStatus();
+}
+
+// proj . pooled + bias, as the head's output.
+std::vector<float> Project(const ProbeHeadWeights& head, const std::vector<float>& pooled) {
+  std::vector<float> y(head.spec.out_dim);
+  std::vector<float> row(pooled.size());
+  for (size_t r = 0; r < y.size(); ++r) {
+    head.proj.DequantizeRow(uint32_t(r), row.data());
+    y[r] = ops::Dot(row.data(), pooled.data(), pooled.size());
+  }
+  for (size_t i = 0; i < y.size(); ++i) y[i] += head.bias[i];
+  return y;
+}
+
 // One head: softmax(cell . probe / sqrt(d)) pooling per probe, flattened, then proj + bias.
 std::vector<float> RunHead(const ProbeHeadWeights& head, const std::vector<const float*>& cells,
                            uint32_t d) {
@@ -29,14 +73,19 @@ std::vector<float> RunHead(const ProbeHeadWeights& head, const std::vector<const
       for (uint32_t i = 0; i < d; ++i) out[i] += w * cells[c][i];
     }
   }
-  std::vector<float> y(head.spec.out_dim);
-  std::vector<float> row(pooled.size());
-  for (size_t r = 0; r < y.size(); ++r) {
-    head.proj.DequantizeRow(uint32_t(r), row.data());
-    y[r] = ops::Dot(row.data(), pooled.data(), pooled.size());
+  return Project(head, pooled);
+}
+
+// The head's output as ComputeProbeHeads reports it.
+void Store(const ProbeHeadWeights& head, std::vector<float> y, ProbeOutputs* out) {
+  if (head.spec.kind == ProbeHead::kContrastive) {
+    const float norm = std::sqrt(ops::Dot(y.data(), y.data(), y.size()));
+    for (float& v : y) v /= std::max(norm, 1e-12f);
+    out->retrieval = std::move(y);
+  } else {
+    out->has_confidence = true;
+    out->confidence = y.empty() ? 0.0f : y[0];
   }
-  for (size_t i = 0; i < y.size(); ++i) y[i] += head.bias[i];
-  return y;
 }
 
 }  // namespace
@@ -44,42 +93,88 @@ std::vector<float> RunHead(const ProbeHeadWeights& head, const std::vector<const
 absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<const int32_t> tokens,
                                                std::span<const float> hidden, int32_t pad_id,
                                                HiddenLayout layout) {
-  const uint32_t d = model.d_model(), L = model.num_layers();
-  const size_t T = tokens.size();
-  if (hidden.size() != size_t(L) * T * d)
-    return absl::InvalidArgumentError(
-        absl::StrFormat("probe heads: hidden has %d values, expected L*T*d = %d", hidden.size(),
-                        size_t(L) * T * d));
   ProbeOutputs out;
-  if (model.probe_heads().empty()) return out;
-
-  std::vector<float> embeddings(T * d);
-  std::vector<const float*> cells;
-  const float scale = std::sqrt(float(d));
-  for (size_t t = 0; t < T; ++t) {
-    if (tokens[t] < 0 || uint32_t(tokens[t]) >= model.vocab())
-      return absl::InvalidArgumentError(absl::StrFormat("probe heads: bad token %d", tokens[t]));
-    if (tokens[t] == pad_id) continue;
-    float* e = &embeddings[t * d];
-    model.embedding().DequantizeRow(uint32_t(tokens[t]), e);
-    for (uint32_t i = 0; i < d; ++i) e[i] *= scale;
-    cells.push_back(e);
-    for (uint32_t l = 0; l < L; ++l)
-      cells.push_back(
-          &hidden[(layout == HiddenLayout::kByLayer ? size_t(l) * T + t : t * L + l) * d]);
+  if (model.probe_heads().empty()) {
+    if (absl::Status st = CheckHiddenSize(model, tokens.size(), hidden); !st.ok()) return st;
+    return out;
   }
+  std::vector<float> embeddings;
+  std::vector<const float*> cells;
+  if (absl::Status st = BuildCells(model, tokens, hidden, pad_id, layout, &embeddings, &cells);
+      !st.ok())
+    return st;
   if (cells.empty()) return absl::InvalidArgumentError("probe heads: every token is padding");
+  for (const ProbeHeadWeights& head : model.probe_heads())
+    Store(head, RunHead(head, cells, model.d_model()), &out);
+  return out;
+}
 
+absl::StatusOr<ProbeBlock> PoolProbeBlock(const Model& model, std::span<const int32_t> tokens,
+                                          std::span<const float> hidden, int32_t pad_id,
+                                          HiddenLayout layout) {
+  std::vector<float> embeddings;
+  std::vector<const float*> cells;
+  if (absl::Status st = BuildCells(model, tokens, hidden, pad_id, layout, &embeddings, &cells);
+      !st.ok())
+    return st;
+  const uint32_t d = model.d_model();
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
+  ProbeBlock block;
+  std::vector<float> score(cells.size());
   for (const ProbeHeadWeights& head : model.probe_heads()) {
-    std::vector<float> y = RunHead(head, cells, d);
-    if (head.spec.kind == ProbeHead::kContrastive) {
-      const float norm = std::sqrt(ops::Dot(y.data(), y.data(), y.size()));
-      for (float& v : y) v /= std::max(norm, 1e-12f);
-      out.retrieval = std::move(y);
-    } else {
-      out.has_confidence = true;
-      out.confidence = y.empty() ? 0.0f : y[0];
+    std::vector<ProbeBlock::Probe>& probes = block.heads.emplace_back(head.spec.probes);
+    for (uint32_t p = 0; p < head.spec.probes; ++p) {
+      ProbeBlock::Probe& b = probes[p];
+      b.acc.assign(d, 0.0f);
+      const float* probe = &head.probes[size_t(p) * d];
+      for (size_t c = 0; c < cells.size(); ++c) {
+        score[c] = ops::Dot(cells[c], probe, d) * inv_sqrt_d;
+        b.max = std::max(b.max, score[c]);
+      }
+      for (size_t c = 0; c < cells.size(); ++c) {
+        const float e = std::exp(score[c] - b.max);
+        b.sum += e;
+        for (uint32_t i = 0; i < d; ++i) b.acc[i] += e * cells[c][i];
+      }
     }
+  }
+  return block;
+}
+
+absl::StatusOr<ProbeOutputs> FinishProbeBlocks(const Model& model,
+                                               std::span<const ProbeBlock> blocks) {
+  ProbeOutputs out;
+  const uint32_t d = model.d_model();
+  const auto& heads = model.probe_heads();
+  for (const ProbeBlock& b : blocks) {
+    if (b.heads.size() != heads.size())
+      return absl::InvalidArgumentError("probe heads: a block pooled for other heads");
+    for (size_t h = 0; h < heads.size(); ++h)
+      if (b.heads[h].size() != heads[h].spec.probes)
+        return absl::InvalidArgumentError("probe heads: a block pooled for other probes");
+  }
+  for (size_t h = 0; h < heads.size(); ++h) {
+    const uint32_t P = heads[h].spec.probes;
+    std::vector<float> pooled(size_t(P) * d, 0.0f);
+    for (uint32_t p = 0; p < P; ++p) {
+      float mx = -INFINITY;
+      for (const ProbeBlock& b : blocks) mx = std::max(mx, b.heads[h][p].max);
+      if (mx == -INFINITY) return absl::InvalidArgumentError("probe heads: every token is padding");
+      float sum = 0;
+      for (const ProbeBlock& b : blocks) {
+        const ProbeBlock::Probe& q = b.heads[h][p];
+        if (q.max == -INFINITY) continue;
+        sum += q.sum * std::exp(q.max - mx);
+      }
+      float* o = &pooled[size_t(p) * d];
+      for (const ProbeBlock& b : blocks) {
+        const ProbeBlock::Probe& q = b.heads[h][p];
+        if (q.max == -INFINITY) continue;
+        const float w = std::exp(q.max - mx) / sum;
+        for (uint32_t i = 0; i < d; ++i) o[i] += w * q.acc[i];
+      }
+    }
+    Store(heads[h], Project(heads[h], pooled), &out);
   }
   return out;
 }

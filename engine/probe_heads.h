@@ -1,6 +1,7 @@
 // The optional probe heads (spec section 3, "Probe heads"): attention pooling of learned
 // probe vectors over every (token, layer) cell, then a projection. Not needed for logits.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -26,5 +27,28 @@ enum class HiddenLayout { kByLayer, kByPosition };
 absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<const int32_t> tokens,
                                                std::span<const float> hidden, int32_t pad_id = 0,
                                                HiddenLayout layout = HiddenLayout::kByLayer);
+
+// The same heads over cells pooled in blocks (a chat prompt's tools prefix and the rest), so
+// a prefix's share can be kept instead of its cells (the prompt cache). Per head and probe,
+// a block holds its largest score, the sum of exp(score - max) and the exp-weighted sum of
+// its cells; Finish combines the blocks in order. The result differs from the one-pass
+// ComputeProbeHeads only by float rounding, and is the same bits however each block's pool
+// was obtained.
+struct ProbeBlock {
+  struct Probe {
+    float max = -INFINITY;
+    float sum = 0;
+    std::vector<float> acc;  // [d]
+  };
+  std::vector<std::vector<Probe>> heads;  // [head][probe], model.probe_heads() order
+};
+
+// The pool of tokens[i] / hidden row i (T = tokens.size() rows, layout as above); a block of
+// padding only pools nothing (max -inf).
+absl::StatusOr<ProbeBlock> PoolProbeBlock(const Model& model, std::span<const int32_t> tokens,
+                                          std::span<const float> hidden, int32_t pad_id,
+                                          HiddenLayout layout);
+absl::StatusOr<ProbeOutputs> FinishProbeBlocks(const Model& model,
+                                               std::span<const ProbeBlock> blocks);
 
 }  // namespace cact

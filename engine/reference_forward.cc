@@ -81,6 +81,7 @@ class ReferenceForward final : public Forward {
   const std::vector<float>& hidden_by_position() const override {
     return hidden_.by_position();
   }
+  uint32_t hidden_from() const override { return hidden_.first(); }
 
   std::string name() const override { return "reference"; }
 
@@ -118,7 +119,7 @@ class ReferenceForward final : public Forward {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::string> StateBytes(const State& state) const override {
+  absl::StatusOr<std::string> StateBytes(const State& state, bool hidden) const override {
     const auto* s = SavedHere<const SavedState>(&state);
     if (!s) return NotSavedHere();
     ByteWriter w;
@@ -128,7 +129,7 @@ class ReferenceForward final : public Forward {
       state_bytes::PutFloats(w, s->v_cache[l]);
     }
     for (const std::vector<float>& v : s->engram_v) state_bytes::PutFloats(w, v);
-    state_bytes::PutHidden(w, s->hidden);
+    state_bytes::PutHidden(w, s->hidden, opt_.keep_hidden, hidden);
     return std::move(w.bytes());
   }
 

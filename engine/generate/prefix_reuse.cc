@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "engine/forward_paths.h"
+#include "engine/forward_state_bytes.h"
+#include "lib/byte_io.h"
 #include "lib/sha256.h"
 #include "lib/status.h"
 
@@ -39,10 +41,15 @@ absl::StatusOr<Forward*> PrefixReuse::ForwardFor(const Model& model, const std::
   return entries_.front().forward.get();
 }
 
-absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> prefix) {
+absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> prefix,
+                                                      std::optional<int32_t> probe_pad) {
   if (entries_.empty())
     return absl::FailedPreconditionError("PrefixReuse::Start before ForwardFor");
   Entry& e = entries_.front();
+  pool_.reset();
+  // A file entry: u8 1 and the probe heads' pool of the prefix (its state then leaves out
+  // the lane means), or u8 0; then the forward's state.
+  const bool pooled = probe_pad && e.options.keep_hidden && !e.model->probe_heads().empty();
   auto remember = [&](std::unique_ptr<Forward::State> state) {
     e.saved.emplace_front(std::vector<int32_t>(prefix.begin(), prefix.end()), std::move(state));
     if (e.saved.size() > kMaxPrefixes) e.saved.pop_back();
@@ -62,11 +69,23 @@ absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> 
                                       .sink = e.options.attn.sink,
                                       .keep_hidden = e.options.keep_hidden}));
     if (const std::string_view* bytes = file_->Find(prefix)) {
+      ByteReader r(*bytes, file_->path());
+      uint8_t has_pool = 0;
+      absl::Status st = r.Get("probe pool flag", &has_pool);
+      ProbeBlock pool;
+      if (st.ok() && has_pool != uint8_t(pooled))
+        st = r.Bad("probe pool flag", 0,
+                   pooled ? "no pool of the probe heads, which this run computes"
+                          : "a pool of the probe heads, which this run does not compute");
+      if (st.ok() && has_pool) st = state_bytes::GetProbeBlock(r, *e.model, &pool);
       absl::StatusOr<std::unique_ptr<Forward::State>> state =
-          e.forward->StateFromBytes(*bytes, file_->path());
+          st.ok() ? e.forward->StateFromBytes(bytes->substr(r.offset()), file_->path(),
+                                              r.offset())
+                  : absl::StatusOr<std::unique_ptr<Forward::State>>(st);
       if (state.ok()) {
         // Not kept in memory as well: the file's bytes serve the next run too.
         CACT_RETURN_IF_ERROR(e.forward->Adopt(std::move(state).value()));
+        if (has_pool) pool_ = std::move(pool);
         ++file_hits_;
         return Source::kFile;
       }
@@ -79,8 +98,17 @@ absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> 
   ++misses_;
   if (!state) return Source::kFed;  // a path that cannot save: fed every time
   if (file_) {
-    CACT_ASSIGN_OR_RETURN(std::string bytes, e.forward->StateBytes(*state));
-    CACT_RETURN_IF_ERROR(file_->Store(prefix, std::move(bytes)));
+    ByteWriter w;
+    w.Put(uint8_t(pooled));
+    if (pooled) {
+      CACT_ASSIGN_OR_RETURN(const ProbeBlock pool,
+                            PoolProbeBlock(*e.model, prefix, e.forward->hidden_by_position(),
+                                           *probe_pad, HiddenLayout::kByPosition));
+      state_bytes::PutProbeBlock(w, pool);
+    }
+    CACT_ASSIGN_OR_RETURN(std::string bytes, e.forward->StateBytes(*state, !pooled));
+    w.PutBytes(bytes);
+    CACT_RETURN_IF_ERROR(file_->Store(prefix, std::move(w.bytes())));
   }
   remember(std::move(state));
   return Source::kFed;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "engine/forward.h"
 #include "engine/generate/prompt_cache.h"
+#include "engine/probe_heads.h"
 
 namespace cact {
 
@@ -37,8 +39,14 @@ class PrefixReuse {
 
   enum class Source { kFed, kMemory, kFile };
   // Leaves the current forward exactly as if `prefix` had just been fed after Reset():
-  // restored when it was saved (in memory or in the file), else fed and saved.
-  absl::StatusOr<Source> Start(std::span<const int32_t> prefix);
+  // restored when it was saved (in memory or in the file), else fed and saved. With
+  // `probe_pad` (the run computes the probe heads; the tokenizer's pad id) the file keeps
+  // the heads' pool of the prefix (engine/probe_heads.h) instead of its lane means: a state
+  // from the file then records from the prefix on, and prefix_pool() has the rest.
+  absl::StatusOr<Source> Start(std::span<const int32_t> prefix,
+                               std::optional<int32_t> probe_pad = std::nullopt);
+  // The probe heads' pool of the prefix the last Start loaded from the file, else null.
+  const ProbeBlock* prefix_pool() const { return pool_ ? &*pool_ : nullptr; }
 
   size_t hits() const { return hits_; }
   size_t misses() const { return misses_; }
@@ -55,6 +63,7 @@ class PrefixReuse {
   };
   std::list<Entry> entries_;  // the current one first
   PromptCache* file_ = nullptr;
+  std::optional<ProbeBlock> pool_;
   size_t hits_ = 0, misses_ = 0, file_hits_ = 0;
 };
 

@@ -140,6 +140,37 @@ int ThreadsFor(const RunRequest& req, const std::string& path) {
   return req.threads > 0 ? req.threads : AutoThreads(path);
 }
 
+// The probe heads over the fed tokens. A chat prompt's tools prefix and the rest are pooled
+// as two blocks in every run, so a prefix restored from a prompt cache (which keeps the
+// prefix's pool, not its lane means) gives the same bits as one fed here.
+absl::StatusOr<ProbeOutputs> RunProbeHeads(const Model& model, std::span<const int32_t> fed,
+                                           const Prompt& prompt, const Forward& fwd,
+                                           int32_t pad_id, const PrefixReuse* reuse) {
+  const std::vector<float>& hidden = fwd.hidden_by_position();
+  const size_t P = prompt.tools_prefix, row = size_t(model.num_layers()) * model.d_model();
+  if (!prompt.chat || P == 0 || P >= fed.size()) {
+    return ComputeProbeHeads(model, fed, hidden, pad_id, HiddenLayout::kByPosition);
+  }
+  ProbeBlock blocks[2];
+  const size_t first = fwd.hidden_from();
+  if (first == 0) {
+    if (hidden.size() < P * row) return absl::InternalError("probe heads: the prefix's rows are missing");
+    CACT_ASSIGN_OR_RETURN(blocks[0], PoolProbeBlock(model, fed.first(P),
+                                                    std::span(hidden).first(P * row), pad_id,
+                                                    HiddenLayout::kByPosition));
+  } else if (first == P && reuse && reuse->prefix_pool()) {
+    blocks[0] = *reuse->prefix_pool();
+  } else {
+    return absl::InternalError("probe heads: the prefix's lane means were not kept");
+  }
+  const size_t skip = (P - first) * row;
+  if (hidden.size() < skip) return absl::InternalError("probe heads: rows missing");
+  CACT_ASSIGN_OR_RETURN(blocks[1], PoolProbeBlock(model, fed.subspan(P),
+                                                  std::span(hidden).subspan(skip), pad_id,
+                                                  HiddenLayout::kByPosition));
+  return FinishProbeBlocks(model, blocks);
+}
+
 }  // namespace
 
 double RunTimings::prefill_tokens_per_s() const {
@@ -170,6 +201,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     }
   }
   CACT_ASSIGN_OR_RETURN(const Prompt prompt, BuildPrompt(req, tokenizer));
+  const int32_t pad_id = tokenizer ? tokenizer->pad_id() : 0;
   r.timings.tokenize_ms = clock.Millis();
   r.prompt_ids = prompt.ids;
   r.timings.prompt_tokens = uint32_t(prompt.ids.size());
@@ -226,8 +258,10 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   std::vector<float> logits;
   std::span<const int32_t> feed(prompt.ids);
   if (reuse) {
+    std::optional<int32_t> probe_pad;
+    if (req.probes) probe_pad = pad_id;
     CACT_ASSIGN_OR_RETURN(const PrefixReuse::Source source,
-                          req.prefix_reuse->Start(feed.first(prompt.tools_prefix)));
+                          req.prefix_reuse->Start(feed.first(prompt.tools_prefix), probe_pad));
     r.prefix_reused = source != PrefixReuse::Source::kFed;
     r.prefix_from_file = source == PrefixReuse::Source::kFile;
     feed = feed.subspan(prompt.tools_prefix);
@@ -274,9 +308,8 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     std::vector<int32_t> fed = prompt.ids;
     fed.insert(fed.end(), r.generated_ids.begin(),
                r.generated_ids.begin() + r.timings.decode_steps);
-    CACT_ASSIGN_OR_RETURN(r.probes, ComputeProbeHeads(model, fed, fwd.hidden_by_position(),
-                                                      tokenizer ? tokenizer->pad_id() : 0,
-                                                      HiddenLayout::kByPosition));
+    CACT_ASSIGN_OR_RETURN(r.probes, RunProbeHeads(model, fed, prompt, fwd, pad_id,
+                                                  reuse ? req.prefix_reuse : nullptr));
   }
   r.timings.peak_rss_bytes = PeakRssBytes();
   return r;

@@ -12,6 +12,9 @@
 #include "engine/forward_paths.h"
 #include "engine/generate/prefix_reuse.h"
 #include "engine/generate/prompt_cache.h"
+#include "engine/text/tokenizer.h"
+#include "engine/toolcall/tool_call_runner.h"
+#include "engine/toolcall/tool_retrieval.h"
 #include "engine_test_util.h"
 #include "lib/byte_io.h"
 #include "lib/sha256.h"
@@ -280,6 +283,63 @@ TEST(PromptCache, KeepsTheMostRecentEntries) {
   ASSERT_TRUE(cache.Store(std::vector<int32_t>{5}, "new").ok());
   EXPECT_EQ(*cache.Find(std::vector<int32_t>{5}), "new");
   EXPECT_EQ(PromptCache::Parse(ReadAll(file), file)->entries.size(), 8u);
+}
+
+// A model with probe heads (the odd fixture: contrastive and confidence): the file keeps the
+// heads' pool of the prefix instead of its lane means, and the confidence of a call is the
+// same bits whether the prefix was fed, restored in memory or loaded; it agrees with the
+// one-pass head over the same tokens to float rounding (the blocks reorder the sums).
+TEST(PromptCache, ProbeHeadsGiveTheSameBitsFromThePrefixPool) {
+  TempDir tmp;
+  const std::string file = tmp / "odd.pc";
+  const Model& model = FixtureModel("odd");
+  ASSERT_FALSE(model.probe_heads().empty());
+  ToolCallRequest req;
+  req.run.model = &model;
+  absl::StatusOr<Tokenizer> tok = Tokenizer::FromBytes(model.file().tokenizer_blob(), "odd");
+  ASSERT_TRUE(tok.ok());
+  req.run.tokenizer = &*tok;
+  req.run.path = "fast";
+  req.run.threads = 2;
+  req.run.max_new_tokens = 24;
+  req.tools_file = "tools";
+  req.tools_json =
+      R"([{"name":"get_weather","description":"Current weather for a city","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}])";
+  req.query = "What is the weather in Oslo?";
+  absl::StatusOr<ToolCallResult> plain = RunToolCall(req);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ASSERT_TRUE(plain->confidence.has_value());
+  ASSERT_TRUE(plain->run.probes.has_value());
+
+  std::vector<int32_t> fed = plain->run.prompt_ids;
+  fed.insert(fed.end(), plain->run.generated_ids.begin(),
+             plain->run.generated_ids.begin() + plain->run.timings.decode_steps);
+  absl::StatusOr<CallConfidence> one_pass = ScoreCallConfidence(model, "fast", fed);
+  ASSERT_TRUE(one_pass.ok()) << one_pass.status();
+  EXPECT_NEAR(*plain->confidence, one_pass->probability, 1e-5);
+
+  uint64_t file_bytes = 0;
+  for (int process = 0; process < 2; ++process) {
+    PromptCache cache(file, "b");
+    PrefixReuse reuse;
+    reuse.UseFile(&cache);
+    for (int run = 0; run < 2; ++run) {
+      ToolCallRequest r = req;
+      r.run.prefix_reuse = &reuse;
+      absl::StatusOr<ToolCallResult> got = RunToolCall(r);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(got->run.prefix_from_file, process == 1) << process << " " << run;
+      EXPECT_EQ(got->run.generated_ids, plain->run.generated_ids);
+      const float want_c = plain->run.probes->confidence, got_c = got->run.probes->confidence;
+      EXPECT_EQ(std::memcmp(&want_c, &got_c, 4), 0)
+          << "process " << process << " run " << run << ": " << got_c << " vs " << want_c;
+      EXPECT_EQ(got->run.probes->retrieval, plain->run.probes->retrieval);
+    }
+    file_bytes = cache.file_bytes();
+  }
+  // The lane means of the prefix are not in the file: it holds less than they would.
+  const size_t prefix = plain->run.sink;
+  EXPECT_LT(file_bytes, prefix * model.num_layers() * model.d_model() * 4);
 }
 
 }  // namespace

@@ -2,9 +2,11 @@
 // on a micro model (tests/reliability/micro_model.h, with a confidence head). The first byte
 // picks a forward (reference or fast, with or without hidden states and a window); the rest
 // is a cache file, whose checksum is set right so mutations reach the structure behind it,
-// or, without the magic, one state's bytes. A file or state is refused with an error or
+// or, without the magic, one state's bytes (or, with the selector's high bit, a pool of the
+// probe heads as PrefixReuse keeps it). A file or state is refused with an error or
 // accepted; an accepted state restores and continues by a token; nothing crashes.
 //   CACT_FUZZ_WRITE_SEEDS=DIR fuzz_prompt_cache   writes valid cache files as seeds, exits
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +15,8 @@
 #include <vector>
 
 #include "engine/forward_paths.h"
+#include "engine/forward_state_bytes.h"
+#include "engine/probe_heads.h"
 #include "engine/generate/prompt_cache.h"
 #include "engine/model.h"
 #include "formats/cact/writer.h"
@@ -72,6 +76,21 @@ void WriteSeeds(const std::string& dir) {
     std::list<PromptCache::Entry> entries = {{prefix, *state}};
     std::string file = std::string(1, char(i)) + PromptCache::Serialize(key, "fuzz", entries);
     std::string raw = std::string(1, char(i)) + *state;
+    if (i == 0) {
+      auto pool = PoolProbeBlock(*w.model, prefix, f.hidden_by_position(), 0,
+                                 HiddenLayout::kByPosition);
+      CACT_FUZZ_CHECK(pool.ok(), "seed pool");
+      ByteWriter pw;
+      state_bytes::PutProbeBlock(pw, *pool);
+      const std::string pool_seed = std::string(1, char(0x80)) + pw.bytes();
+      CACT_FUZZ_CHECK(WriteFileAtomic(dir + "/pool_0",
+                                      std::span<const uint8_t>(
+                                          reinterpret_cast<const uint8_t*>(pool_seed.data()),
+                                          pool_seed.size()),
+                                      0)
+                          .ok(),
+                      "seed written");
+    }
     for (const auto& [name, data] : {std::pair{"cache_", file}, std::pair{"state_", raw}}) {
       const std::string path = dir + "/" + name + std::to_string(i);
       CACT_FUZZ_CHECK(
@@ -83,6 +102,19 @@ void WriteSeeds(const std::string& dir) {
           "seed written");
     }
   }
+}
+
+// A prompt cache entry as PrefixReuse writes it for a model with probe heads: the heads' pool
+// of the prefix, then the state.
+void TryPool(std::string_view bytes) {
+  ByteReader r(bytes, "fuzz.pool");
+  ProbeBlock pool;
+  if (!state_bytes::GetProbeBlock(r, *TheWorld().model, &pool).ok()) return;
+  ProbeBlock rest = pool;
+  const ProbeBlock blocks[2] = {pool, rest};
+  auto out = FinishProbeBlocks(*TheWorld().model, blocks);
+  if (out.ok() && out->has_confidence)
+    CACT_FUZZ_CHECK(std::isfinite(out->confidence), "an accepted pool gives a finite confidence");
 }
 
 void TryState(Forward& f, std::string_view bytes) {
@@ -121,7 +153,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Forward& f = *w.forwards[data[0] % w.forwards.size()];
   std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   if (!bytes.starts_with(PromptCache::kMagic)) {
-    TryState(f, bytes);
+    if (data[0] & 0x80) {
+      TryPool(bytes);
+    } else {
+      TryState(f, bytes);
+    }
     return 0;
   }
   if (bytes.size() >= 44) {
