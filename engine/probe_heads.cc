@@ -174,7 +174,11 @@ absl::StatusOr<ProbeOutputs> FinishProbeBlocks(const Model& model,
         for (uint32_t i = 0; i < d; ++i) o[i] += w * q.acc[i];
       }
     }
-    Store(heads[h], Project(heads[h], pooled), &out);
+    std::vector<float> y = Project(heads[h], pooled);
+    for (float v : y)
+      if (!std::isfinite(v))  // a pool from a damaged or crafted prompt cache
+        return absl::DataLossError("probe heads: the pooled blocks give a non-finite output");
+    Store(heads[h], std::move(y), &out);
   }
   return out;
 }
