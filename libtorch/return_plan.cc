@@ -10,6 +10,8 @@
 #include "quant/cact_diff.h"
 #include "quant/cq/cq.h"
 #include "quant/cq/fp16.h"
+#include "quant/cq/reencode.h"
+#include "quant/selective.h"
 #include "quant/tensor_values.h"
 
 namespace cact::torchscript {
@@ -64,6 +66,8 @@ const char* ReturnActionName(ReturnAction a) {
       return "kept";
     case ReturnAction::kRequantized:
       return "requantized";
+    case ReturnAction::kReencoded:
+      return "re-encoded";
     case ReturnAction::kRounded:
       return "rounded";
     case ReturnAction::kStoredFloat:
@@ -149,6 +153,23 @@ absl::StatusOr<ReturnResult> PlanReturn(const CactFile& source,
           CqShape shape = CqShapeOf(t);
           shape.bits = target_bits;
           std::vector<float> cb = source.CodebookFor(target_bits, shape.group);
+          if (!width_changed && !options.force_requantize) {
+            // Groups the edit left alone keep their bytes, edited ones are refitted, and
+            // groups holding new values (float weights, not an edit) are quantized as the
+            // exporter would: a file's own float weights give back the exporter's file.
+            ReencodeOptions ro;
+            ro.keep_tolerance = kKeepTolerance;
+            ro.quantize_far_groups = true;
+            ReencodeResult r =
+                ReencodeMatrix(original, shape, cb, edited.data.data(), before.data(), ro);
+            out.bytes = std::move(r.blob);
+            decoded = std::move(r.values);
+            d.groups_kept = r.kept;
+            d.groups_reencoded = r.reencoded;
+            d.groups_quantized = r.quantized;
+            d.action = r.kept + r.reencoded ? ReturnAction::kReencoded : ReturnAction::kRequantized;
+            break;
+          }
           out.bytes = PackBlob(QuantizeMatrix(edited.data.data(), shape, cb));
           decoded.resize(edited.data.size());
           DequantizeBlob(out.bytes, shape, cb, decoded.data());
@@ -193,14 +214,22 @@ std::string FormatReturnReport(const ReturnResult& r, bool verbose) {
     if (d.action == ReturnAction::kKept) {
       absl::StrAppendFormat(&s, "  kept         %-24s %s\n", d.name, d.before);
     } else {
-      absl::StrAppendFormat(&s, "  %-12s %-24s %s -> %s (%s)  |edit|/|w| %.3g  survived %.3g\n",
+      const std::string groups =
+          d.action == ReturnAction::kReencoded
+              ? absl::StrFormat("  groups %d kept / %d refit / %d quantized", d.groups_kept,
+                                d.groups_reencoded, d.groups_quantized)
+              : "";
+      absl::StrAppendFormat(&s, "  %-12s %-24s %s -> %s (%s)  |edit|/|w| %.3g  survived %.3g%s\n",
                             ReturnActionName(d.action), d.name, d.before, d.after, d.reason,
-                            d.edit_rel, d.survived);
+                            d.edit_rel, d.survived, groups);
     }
   }
   for (const std::string& w : r.warnings) absl::StrAppend(&s, "warning: ", w, "\n");
-  absl::StrAppendFormat(&s, "kept %u, requantized %u, rounded %u, stored %u (of %u tensors)\n",
-                        count[ReturnAction::kKept], count[ReturnAction::kRequantized],
+  absl::StrAppendFormat(&s,
+                        "kept %u, re-encoded %u, requantized %u, rounded %u, stored %u (of %u "
+                        "tensors)\n",
+                        count[ReturnAction::kKept], count[ReturnAction::kReencoded],
+                        count[ReturnAction::kRequantized],
                         count[ReturnAction::kRounded], count[ReturnAction::kStoredFloat],
                         r.decisions.size());
   return s;

@@ -23,11 +23,13 @@ struct ReturnOptions {
 
 enum class ReturnAction {
   kKept,         // source bytes reused
-  kRequantized,  // CQ record quantized from the new values (edited, width changed or forced)
+  kRequantized,  // CQ record quantized from the new values (new throughout, width, forced)
+  kReencoded,    // edited CQ record: unchanged groups kept, changed ones refitted (reencode.h)
   kRounded,      // FP16 record rounded from the new values
   kStoredFloat,  // FP32 record stored from the new values
 };
-const char* ReturnActionName(ReturnAction a);  // "kept", "requantized", "rounded", "stored"
+// "kept", "requantized", "re-encoded", "rounded", "stored"
+const char* ReturnActionName(ReturnAction a);
 
 struct ReturnDecision {
   std::string name;
@@ -36,6 +38,7 @@ struct ReturnDecision {
   std::string reason;         // "edited", "width 2 -> 4", "forced"; empty when kept
   double edit_rel = 0;        // ||new - source|| / ||source|| (new = the given floats)
   double survived = 1;        // ||decoded(result) - source|| / ||new - source|| (1 when no edit)
+  uint64_t groups_kept = 0, groups_reencoded = 0, groups_quantized = 0;  // of re-encoded CQ
 };
 
 struct ReturnResult {

@@ -252,6 +252,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
         blob.record = PlannedRecord(spec, bits, widths.group, 0);
         o.target = TypeLabel(blob.record);
         bool kept = false;
+        std::vector<float> base_values;  // the base's values, when its bytes are comparable
         if (base_entry && req.keep != KeepPolicy::kNever) {
           const TensorRecord& br = base_entry->record;
           if (br.dtype != DType::kCQ || br.bits != bits || br.group != widths.group) {
@@ -259,7 +260,7 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
           } else if (!base_codebook_ok) {
             o.reason = "base codebook is not the standard one";
           } else {
-            std::vector<float> base_values(w.data.size());
+            base_values.resize(w.data.size());
             const std::vector<float> base_cb = base->CodebookFor(bits, widths.group);
             DequantizeBlob(base->blob(*base_entry), shape, base_cb, base_values.data());
             kept = try_keep(w.data, base_values);
@@ -267,10 +268,29 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
         } else if (base_entry) {
           o.reason = "--force-requantize";
         }
-        if (!kept) {
+        std::vector<float> cb = CqCodebook(bits, widths.group);
+        if (!kept && !base_values.empty()) {
+          // An edit of the base: its unchanged groups keep their bytes, edited ones are
+          // refitted, groups holding new values are quantized as a fresh build would.
+          o.action = TensorAction::kReencoded;
+          if (!req.dry_run) {
+            ReencodeOptions ro;
+            ro.keep_tolerance = req.keep == KeepPolicy::kExact ? 0.0 : req.keep_tolerance;
+            ro.quantize_far_groups = true;
+            ro.rotation = req.rotation;
+            const ReencodeResult r = ReencodeMatrix(base->blob(*base_entry), shape, cb,
+                                                    w.data.data(), base_values.data(), ro);
+            blob.bytes = r.blob;
+            o.rel_mse = r.rel_mse;
+            if (r.kept + r.reencoded == 0) {
+              o.action = TensorAction::kQuantized;  // new values throughout: a fresh build
+            } else {
+              o.groups = GroupFiguresOf(r);
+            }
+          }
+        } else if (!kept) {
           o.action = TensorAction::kQuantized;
           if (!req.dry_run) {
-            std::vector<float> cb = CqCodebook(bits, widths.group);
             CqMatrix m = QuantizeMatrix(w.data.data(), shape, cb, req.rotation);
             o.rel_mse = m.rel_mse();
             blob.bytes = PackBlob(m);

@@ -30,8 +30,21 @@ const char* ActionName(TensorAction a) {
       return "copied";
     case TensorAction::kRequantized:
       return "requantized";
+    case TensorAction::kReencoded:
+      return "re-encoded";
   }
   return "?";
+}
+
+GroupFigures GroupFiguresOf(const ReencodeResult& r) {
+  GroupFigures f;
+  f.kept = r.kept;
+  f.reencoded = r.reencoded;
+  f.quantized = r.quantized;
+  f.edit_rel = r.base_norm > 0 ? r.edit_norm / r.base_norm : 0.0;
+  f.survived = r.survived();
+  f.error = r.edit_norm > 0 ? r.error_norm / r.edit_norm : 0.0;
+  return f;
 }
 
 size_t RebuildReport::Count(TensorAction a) const {
@@ -55,8 +68,18 @@ std::string ProgressLine(const TensorOutcome& t) {
     case TensorAction::kCopied:
       line += "  copied";
       break;
+    case TensorAction::kReencoded:
+      line += absl::StrFormat("  rel-mse %.4f  re-encoded", t.rel_mse);
+      break;
     case TensorAction::kEncoded:
       break;
+  }
+  if (t.groups) {
+    line += absl::StrFormat("  groups %d kept / %d refit", t.groups->kept, t.groups->reencoded);
+    if (t.groups->quantized) line += absl::StrFormat(" / %d quantized", t.groups->quantized);
+    if (!t.lora)  // a merge reports its update below
+      line += absl::StrFormat("  |edit|/|W| %.2e  survived %.2f", t.groups->edit_rel,
+                              t.groups->survived);
   }
   if (t.lora)
     line += absl::StrFormat("  |dW|/|W| %.2e  survived %.2f", t.lora->update_rel, t.lora->survived);
@@ -76,11 +99,19 @@ std::string SummaryText(const RebuildReport& r) {
   if (!r.tokenizer_source.empty())
     s += absl::StrFormat("  tokenizer       from %s\n", r.tokenizer_source);
   s += absl::StrFormat(
-      "  tensors         %d: %d quantized, %d requantized, %d kept (base bytes), %d copied, %d "
-      "fp16\n",
+      "  tensors         %d: %d quantized, %d requantized, %d re-encoded, %d kept (base bytes), "
+      "%d copied, %d fp16\n",
       r.tensors.size(), r.Count(TensorAction::kQuantized), r.Count(TensorAction::kRequantized),
-      r.Count(TensorAction::kKept), r.Count(TensorAction::kCopied),
-      r.Count(TensorAction::kEncoded));
+      r.Count(TensorAction::kReencoded), r.Count(TensorAction::kKept),
+      r.Count(TensorAction::kCopied), r.Count(TensorAction::kEncoded));
+  uint64_t kept = 0, refit = 0, quantized = 0;
+  for (const TensorOutcome& t : r.tensors)
+    if (t.groups) kept += t.groups->kept, refit += t.groups->reencoded,
+                  quantized += t.groups->quantized;
+  if (kept + refit + quantized)
+    s += absl::StrFormat(
+        "  groups          of the re-encoded tensors: %d kept, %d refitted, %d quantized\n", kept,
+        refit, quantized);
   // What a rebuild touched, by name, whenever something was kept or copied.
   if (r.Count(TensorAction::kKept) + r.Count(TensorAction::kCopied) > 1) {
     std::vector<std::string> touched;
@@ -122,8 +153,9 @@ nlohmann::ordered_json ReportJson(const RebuildReport& r) {
   j["geometry_source"] = r.geometry_source;
   j["tokenizer_source"] = r.tokenizer_source;
   nlohmann::ordered_json counts;
-  for (TensorAction a : {TensorAction::kQuantized, TensorAction::kRequantized, TensorAction::kKept,
-                         TensorAction::kCopied, TensorAction::kEncoded})
+  for (TensorAction a : {TensorAction::kQuantized, TensorAction::kRequantized,
+                         TensorAction::kReencoded, TensorAction::kKept, TensorAction::kCopied,
+                         TensorAction::kEncoded})
     counts[ActionName(a)] = r.Count(a);
   j["counts"] = counts;
   const Accounting& a = r.accounting;
@@ -154,10 +186,17 @@ nlohmann::ordered_json ReportJson(const RebuildReport& r) {
     e["reason"] = t.reason;
     e["bytes"] = t.bytes;
     if (t.rel_mse >= 0) e["rel_mse"] = t.rel_mse;
+    if (t.groups) {
+      e["groups"] = {{"kept", t.groups->kept},         {"reencoded", t.groups->reencoded},
+                     {"quantized", t.groups->quantized}, {"edit_rel", t.groups->edit_rel},
+                     {"survived", t.groups->survived}, {"error", t.groups->error}};
+    }
     if (t.lora) {
-      e["lora"] = {{"layer", t.lora->layer},           {"rank", t.lora->rank},
-                   {"update_rel", t.lora->update_rel}, {"survived", t.lora->survived},
-                   {"aligned", t.lora->aligned},       {"noise", t.lora->noise}};
+      e["lora"] = {{"layer", t.lora->layer},
+                   {"rank", t.lora->rank},
+                   {"update_rel", t.lora->update_rel},
+                   {"survived", t.lora->survived},
+                   {"aligned", t.lora->aligned}};
     }
     tensors.push_back(e);
   }

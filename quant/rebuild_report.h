@@ -9,6 +9,7 @@
 
 #include "formats/cact/accounting.h"
 #include "nlohmann/json.hpp"
+#include "quant/cq/reencode.h"
 
 namespace cact {
 
@@ -17,20 +18,30 @@ enum class TensorAction : uint8_t {
   kKept,         // the base file's bytes kept: the input values equal its dequantization
   kEncoded,      // FP16 written from the input float values
   kCopied,       // bytes copied unchanged from the input .cact (same width / untouched)
-  kRequantized,  // CQ codes recomputed from dequantized values (new width, LoRA merge)
+  kRequantized,  // CQ codes recomputed from dequantized values (a new width)
+  kReencoded,    // an edit of the base's CQ bytes: unchanged groups kept, changed ones refitted
 };
-const char* ActionName(TensorAction a);  // "quantized", "kept", "fp16", "copied", "requantized"
+// "quantized", "kept", "fp16", "copied", "requantized", "re-encoded"
+const char* ActionName(TensorAction a);
 
-// LoRA figures of one merged tensor. W = base dequantized, dW = scale * B @ A,
-// Q(.) = quantize at the base width, then dequantize. Q(W) != W (quantization is not
-// idempotent), so the update is measured against Q(W): what the merge changed beyond what
-// requantizing the untouched weights would have changed anyway.
+// A CQ tensor re-encoded against the base's bytes (quant/cq/reencode.h): how many of its
+// groups kept their bytes, were refitted, or were quantized as new values, and how far the
+// edit reached the file. W = the base dequantized, E = the edited values, R = the result.
+struct GroupFigures {
+  uint64_t kept = 0, reencoded = 0, quantized = 0;
+  double edit_rel = 0;  // ||E - W|| / ||W||
+  double survived = 0;  // ||R - W|| / ||E - W||: ~1 when the edit reached the file, ~0 lost
+  double error = 0;     // ||R - E|| / ||E - W||: what the format could not represent
+};
+GroupFigures GroupFiguresOf(const ReencodeResult& r);
+
+// LoRA figures of one merged tensor. W = base dequantized, dW = scale * B @ A, R = the
+// merged tensor as written (re-encoded: re-encoding W alone gives back W's bytes).
 struct LoraFigures {
   uint32_t layer = 0, rank = 0;
   double update_rel = 0;  // ||dW|| / ||W||
-  double survived = 0;    // ||Q(W + dW) - Q(W)|| / ||dW||: ~0 when the update vanished
-  double aligned = 0;     // <Q(W + dW) - Q(W), dW> / ||dW||^2: share of dW kept along its direction
-  double noise = 0;       // ||Q(W) - W|| / ||dW||: requantization noise against the update size
+  double survived = 0;    // ||R - W|| / ||dW||: ~0 when the update vanished
+  double aligned = 0;     // <R - W, dW> / ||dW||^2: share of dW kept along its direction
 };
 
 struct TensorOutcome {
@@ -42,6 +53,7 @@ struct TensorOutcome {
   std::string reason;   // why this action, e.g. "= base (max |d| 3e-08 <= 4e-06 x max)"
   uint64_t bytes = 0;   // blob bytes written
   double rel_mse = -1;  // quantized tensors: ||W - Q(W)||^2 / ||W||^2
+  std::optional<GroupFigures> groups;
   std::optional<LoraFigures> lora;
 };
 

@@ -8,6 +8,7 @@ set(CACT_CQ_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/cq/fp16.cc
   ${CMAKE_CURRENT_LIST_DIR}/cq/fwht.cc
   ${CMAKE_CURRENT_LIST_DIR}/cq/numpy_random.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cq/reencode.cc
 )
 # quant/: building (float weights to .cact, geometry from weights), requantizing, comparing
 # and exporting .cact files.

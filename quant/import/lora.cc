@@ -12,6 +12,8 @@
 #include "absl/strings/str_join.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "quant/cq/reencode.h"
+#include "quant/selective.h"
 #include "quant/scheme_inference.h"
 #include "quant/tensor_values.h"
 
@@ -325,43 +327,53 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         o.action = TensorAction::kCopied;
         o.reason = "the adapter's update is exactly zero";
       } else {
-        o.action = TensorAction::kRequantized;
+        o.action = TensorAction::kReencoded;
         o.reason = "LoRA merge (" + p.a_key + ")";
       }
       std::vector<float> w, merged;
       double update_rel = 0;
-      if (o.action == TensorAction::kRequantized) {
+      if (o.action == TensorAction::kReencoded) {
         CACT_ASSIGN_OR_RETURN(w, TensorValues(base, t));
         CACT_ASSIGN_OR_RETURN(merged, MergedWeight(t.name, w, dw, ad.scale));
         CACT_ASSIGN_OR_RETURN(update_rel,
                               CheckUpdateSize(t.name, w, dw, ad.scale, req.max_update_ratio));
       }
-      if (!req.dry_run && o.action == TensorAction::kRequantized) {
+      if (!req.dry_run && o.action == TensorAction::kReencoded) {
+        // Groups the update leaves unchanged keep their bytes; the others are refitted, so
+        // what the file holds moves by the update and not by requantization noise.
         const CqShape shape{p.out, p.in, t.record.group, t.record.bits};
         const std::vector<float> cb = base.CodebookFor(t.record.bits, t.record.group);
-        CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
-        o.rel_mse = m.rel_mse();
-        blob.bytes = PackBlob(m);
-        // How much of dW the quantized result kept, and what requantizing W alone moves.
-        std::vector<float> q(w.size()), q0(w.size());
-        DequantizeBlob(blob.bytes, shape, cb, q.data());
-        DequantizeBlob(PackBlob(QuantizeMatrix(w.data(), shape, cb, req.rotation)), shape, cb,
-                       q0.data());
-        double d2 = 0, e2 = 0, dot = 0, n2 = 0;
+        std::vector<float> written(w.size());
+        if (req.exporter_rule) {
+          o.action = TensorAction::kRequantized;
+          o.reason += ", --exporter-rule";
+          CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
+          o.rel_mse = m.rel_mse();
+          blob.bytes = PackBlob(m);
+          DequantizeBlob(blob.bytes, shape, cb, written.data());
+        } else {
+          ReencodeOptions ro;
+          ro.keep_tolerance = kKeepTolerance;
+          ro.rotation = req.rotation;
+          ReencodeResult r = ReencodeMatrix(base.blob(t), shape, cb, merged.data(), w.data(), ro);
+          blob.bytes = std::move(r.blob);
+          o.rel_mse = r.rel_mse;
+          o.groups = GroupFiguresOf(r);
+          written = std::move(r.values);
+        }
+        double d2 = 0, dot = 0, moved = 0;
         for (size_t k = 0; k < w.size(); ++k) {
-          const double e = double(q[k]) - q0[k], n = double(q0[k]) - w[k];
+          const double m = double(written[k]) - w[k];
           d2 += double(dw[k]) * dw[k];
-          e2 += e * e;
-          dot += e * dw[k];
-          n2 += n * n;
+          dot += m * dw[k];
+          moved += m * m;
         }
         LoraFigures f;
         f.layer = p.layer;
         f.rank = p.rank;
         f.update_rel = update_rel;
-        f.survived = std::sqrt(e2 / d2);
-        f.aligned = dot / d2;
-        f.noise = std::sqrt(n2 / d2);
+        f.survived = d2 > 0 ? std::sqrt(moved / d2) : 0.0;
+        f.aligned = d2 > 0 ? dot / d2 : 0.0;
         o.lora = f;
       }
     }
@@ -378,7 +390,7 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         "%d of %d merged tensors kept less than half of their update along its direction (aligned "
         "< 0.5): the "
         "update is small against the quantization step; the tuned model may behave like the base",
-        weak, report->Count(TensorAction::kRequantized)));
+        weak, report->Count(TensorAction::kReencoded) + report->Count(TensorAction::kRequantized)));
   return out;
 }
 

@@ -76,6 +76,9 @@ struct LoraRequest {
   // A tensor whose update exceeds this ratio is refused, naming it (infinity: no bound).
   // Non-finite merged values are refused always.
   double max_update_ratio = kMaxLoraUpdateRatio;
+  // Quantize merged tensors afresh by the exporter's rule (the official path: merge into the
+  // float weights, then build) instead of re-encoding them over the base's bytes.
+  bool exporter_rule = false;
   CqRotation rotation = CqRotation::kFwht;
   bool dry_run = false;
 };

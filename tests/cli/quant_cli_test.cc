@@ -232,13 +232,23 @@ TEST(QuantCli, LoraLayoutsAgreeAndTheDiffShowsTheTouchedTensors) {
                         dir / "stacked.safetensors" + " -o " + dir / "stacked.cact --json");
   ASSERT_EQ(s.exit_code, 0) << s.output;
   nlohmann::json j = nlohmann::json::parse(s.output);
-  EXPECT_EQ(j["counts"]["requantized"], 2);
+  EXPECT_EQ(j["counts"]["re-encoded"], 2);
   for (auto& t : j["tensors"])
-    if (t["action"] == "requantized") {
+    if (t["action"] == "re-encoded") {
       EXPECT_TRUE(touched.count(t["name"].get<std::string>())) << t["name"];
       EXPECT_GT(t["lora"]["update_rel"].get<double>(), 0.0);
+      EXPECT_GT(t["groups"]["reencoded"].get<int>(), 0);
     }
   EXPECT_EQ(ReadAll(dir / "peft.cact"), ReadAll(dir / "stacked.cact"));
+  // --exporter-rule: the same two tensors quantized afresh (other bytes than the re-encoding).
+  auto e = testing::Run(Quant() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
+                        dir / "stacked.safetensors" + " --exporter-rule -o " +
+                        dir / "exporter.cact --json");
+  ASSERT_EQ(e.exit_code, 0) << e.output;
+  nlohmann::json je = nlohmann::json::parse(e.output);
+  EXPECT_EQ(je["counts"]["requantized"], 2);
+  EXPECT_EQ(je["counts"]["re-encoded"], 0);
+  EXPECT_NE(ReadAll(dir / "exporter.cact"), ReadAll(dir / "stacked.cact"));
 
   ASSERT_TOOL_BUILT("cact-inspect");
   auto diff = testing::Run(Tool("cact-inspect") + " diff --json " + Fixture("odd", "model.cact") +

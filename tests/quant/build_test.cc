@@ -173,9 +173,14 @@ TEST(SelectiveBuild, OnlyEditedTensorsAreRequantized) {
         std::equal(b.contents.tensors[i].bytes.begin(), b.contents.tensors[i].bytes.end(),
                    base->blob(e).begin(), base->blob(e).end());
     if (t.name == "layer01.q_proj") {
-      EXPECT_EQ(t.action, TensorAction::kQuantized);
+      // Re-encoded: the edited group refitted, every other group's bytes kept.
+      EXPECT_EQ(t.action, TensorAction::kReencoded);
       EXPECT_NE(t.reason.find("values differ from base"), std::string::npos) << t.reason;
       EXPECT_FALSE(same);
+      ASSERT_TRUE(t.groups.has_value());
+      EXPECT_EQ(t.groups->reencoded, 1u);
+      EXPECT_EQ(t.groups->quantized, 0u);
+      EXPECT_EQ(t.groups->kept, e.rows() * ((e.cols() + 127) / 128) - 1);
     } else if (t.name == "layer02.norm_in") {
       EXPECT_EQ(t.action, TensorAction::kEncoded);
       EXPECT_FALSE(same);
@@ -184,8 +189,22 @@ TEST(SelectiveBuild, OnlyEditedTensorsAreRequantized) {
       EXPECT_TRUE(same) << t.name;
     }
   }
-  EXPECT_EQ(b.report.Count(TensorAction::kQuantized), 1u);
+  EXPECT_EQ(b.report.Count(TensorAction::kReencoded), 1u);
   EXPECT_EQ(b.report.Count(TensorAction::kEncoded), 1u);
+}
+
+TEST(SelectiveBuild, FreshFloatWeightsAgainstABaseBuildTheExportersFile) {
+  // The float weights the base was exported from are new values, not an edit of it: every
+  // group is quantized by the exporter's rule, byte for byte the official file.
+  for (const char* kase : {"tiny", "odd"}) {
+    absl::StatusOr<Safetensors> w = ReadSafetensors(Fixture(kase, "weights.safetensors"));
+    ASSERT_TRUE(w.ok()) << w.status();
+    absl::StatusOr<CactFile> base = CactFile::Open(Fixture(kase, "model.cact"));
+    ASSERT_TRUE(base.ok());
+    Built b = BuildAgainstBase(*w, *base, KeepPolicy::kTolerance);
+    EXPECT_EQ(Serialize(b.contents), FixtureBytes(kase)) << kase;
+    EXPECT_EQ(b.report.Count(TensorAction::kReencoded), 0u) << kase;
+  }
 }
 
 TEST(SelectiveBuild, FloatRoundingNoiseIsKeptButNotUnderExact) {
@@ -198,11 +217,13 @@ TEST(SelectiveBuild, FloatRoundingNoiseIsKeptButNotUnderExact) {
       for (size_t i = 0; i < t.data.size(); i += 3) t.data[i] = std::nextafter(t.data[i], 1e9f);
   Built tol = BuildAgainstBase(w, *base, KeepPolicy::kTolerance);
   EXPECT_EQ(Serialize(tol.contents), FixtureBytes("odd"));
+  // --exact keeps no group that is not bitwise equal: every CQ tensor is re-encoded, and the
+  // refit, a fixed point, gives back the same bytes all the same.
   Built exact = BuildAgainstBase(w, *base, KeepPolicy::kExact);
   size_t cq = 0;
   for (const TensorEntry& t : base->tensors()) cq += t.is_cq();
-  EXPECT_EQ(exact.report.Count(TensorAction::kQuantized), cq);
-  EXPECT_NE(Serialize(exact.contents), FixtureBytes("odd"));
+  EXPECT_EQ(exact.report.Count(TensorAction::kReencoded), cq);
+  EXPECT_EQ(Serialize(exact.contents), FixtureBytes("odd"));
   EXPECT_NE(Outcome(exact.report, "embedding").reason.find("--exact"), std::string::npos);
 }
 

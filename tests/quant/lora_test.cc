@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_format.h"
 #include "quant/cact_diff.h"
+#include "quant/cq/reencode.h"
 #include "quant/tensor_values.h"
 #include "quant_test_util.h"
 #include "rebuild_test_util.h"
@@ -80,7 +81,7 @@ struct Merged {
 };
 
 Merged Merge(const CactFile& base, const Safetensors& st, const std::string& config,
-             std::optional<double> scale = std::nullopt) {
+             std::optional<double> scale = std::nullopt, bool exporter_rule = false) {
   Merged m;
   absl::StatusOr<LoraAdapter> ad = ParseLoraAdapter(st, "adapter", config, scale, base.geometry());
   EXPECT_TRUE(ad.ok()) << ad.status();
@@ -89,6 +90,7 @@ Merged Merge(const CactFile& base, const Safetensors& st, const std::string& con
   LoraRequest req;
   req.base = &base;
   req.adapter = &m.adapter;
+  req.exporter_rule = exporter_rule;
   absl::StatusOr<CactContents> c = MergeLora(req, &m.report);
   EXPECT_TRUE(c.ok()) << c.status();
   if (c.ok()) m.contents = std::move(*c);
@@ -113,8 +115,8 @@ TEST(Lora, BothLayoutsMergeToTheSameFileAndTouchOnlyTheirTensors) {
   std::set<std::string> touched;
   for (uint32_t l : kLayers)
     for (const std::string& p : kProj) touched.insert(absl::StrFormat("layer%02d.%s", l, p));
-  EXPECT_EQ(peft.report.Count(TensorAction::kRequantized), touched.size());
-  EXPECT_EQ(stacked.report.Count(TensorAction::kRequantized), touched.size());
+  EXPECT_EQ(peft.report.Count(TensorAction::kReencoded), touched.size());
+  EXPECT_EQ(stacked.report.Count(TensorAction::kReencoded), touched.size());
   // The diff of base and result names exactly the touched tensors.
   absl::StatusOr<CactFile> out = CactFile::FromBytes(FileBytes::FromBuffer("merged", a));
   ASSERT_TRUE(out.ok()) << out.status();
@@ -175,12 +177,25 @@ for name, out, inn, r in [)" + names + R"(]:
       differ += testing::BitsOf(merged[k]) != testing::BitsOf(want[k]);
     }
     EXPECT_EQ(differ, 0u) << name;
-    // The file holds exactly the quantization of those merged values.
+    // The file holds those merged values re-encoded against the base's bytes: at least as
+    // close to them as the exporter's rule would put them.
     const TensorEntry& t = *base->Find(name);
     const CqShape s{uint32_t(t.rows()), uint32_t(t.cols()), t.record.group, t.record.bits};
+    const std::vector<float> cb = base->CodebookFor(s.bits, s.group);
     size_t index = t.index;
-    EXPECT_EQ(m.contents.tensors[index].bytes,
-              PackBlob(QuantizeMatrix(merged.data(), s, base->CodebookFor(s.bits, s.group))));
+    ReencodeOptions ro;
+    ro.keep_tolerance = kKeepTolerance;
+    const ReencodeResult r = ReencodeMatrix(base->blob(t), s, cb, merged.data(), w->data(), ro);
+    EXPECT_EQ(m.contents.tensors[index].bytes, r.blob);
+    std::vector<float> written(merged.size()), exporter(merged.size());
+    DequantizeBlob(m.contents.tensors[index].bytes, s, cb, written.data());
+    DequantizeBlob(PackBlob(QuantizeMatrix(merged.data(), s, cb)), s, cb, exporter.data());
+    double e_written = 0, e_exporter = 0;
+    for (size_t k = 0; k < merged.size(); ++k) {
+      e_written += (double(written[k]) - merged[k]) * (double(written[k]) - merged[k]);
+      e_exporter += (double(exporter[k]) - merged[k]) * (double(exporter[k]) - merged[k]);
+    }
+    EXPECT_LE(e_written, e_exporter) << name;
     // Report figures, recomputed independently.
     const TensorOutcome& o = m.report.tensors[index];
     ASSERT_TRUE(o.lora.has_value()) << name;
@@ -192,6 +207,39 @@ for name, out, inn, r in [)" + names + R"(]:
     EXPECT_NEAR(o.lora->update_rel, std::sqrt(d2 / w2), 1e-9 * std::sqrt(d2 / w2));
     EXPECT_EQ(o.lora->rank, kRank);
     EXPECT_GT(o.lora->survived, 0.0) << name;
+  }
+}
+
+TEST(Lora, TheExporterRuleQuantizesTheMergedValuesAfresh) {
+  // --exporter-rule: each merged tensor is the exporter's quantization of W + dW, the
+  // official path's numerics; the re-encoded default is at least as close to W + dW.
+  absl::StatusOr<CactFile> base = CactFile::Open(Fixture("tiny", "model.cact"));
+  ASSERT_TRUE(base.ok());
+  Generated gen = Generate(base->geometry(), 0.05f);
+  Merged exporter = Merge(*base, gen.peft, gen.config, std::nullopt, true);
+  Merged reencoded = Merge(*base, gen.peft, gen.config);
+  EXPECT_EQ(exporter.report.Count(TensorAction::kRequantized), 6u);
+  for (const LoraPair& p : exporter.adapter.pairs) {
+    const std::string name = absl::StrFormat("layer%02d.%s", p.layer, p.proj);
+    const TensorEntry& t = *base->Find(name);
+    absl::StatusOr<std::vector<float>> w = TensorValues(*base, t);
+    ASSERT_TRUE(w.ok());
+    const std::vector<float> dw = LoraDelta(p, exporter.adapter.scale);
+    std::vector<float> merged(w->size());
+    for (size_t k = 0; k < merged.size(); ++k) merged[k] = (*w)[k] + dw[k];
+    const CqShape s{uint32_t(t.rows()), uint32_t(t.cols()), t.record.group, t.record.bits};
+    const std::vector<float> cb = base->CodebookFor(s.bits, s.group);
+    EXPECT_EQ(exporter.contents.tensors[t.index].bytes,
+              PackBlob(QuantizeMatrix(merged.data(), s, cb))) << name;
+    std::vector<float> a(merged.size()), b(merged.size());
+    DequantizeBlob(exporter.contents.tensors[t.index].bytes, s, cb, a.data());
+    DequantizeBlob(reencoded.contents.tensors[t.index].bytes, s, cb, b.data());
+    double ea = 0, eb = 0;
+    for (size_t k = 0; k < merged.size(); ++k) {
+      ea += (double(a[k]) - merged[k]) * (double(a[k]) - merged[k]);
+      eb += (double(b[k]) - merged[k]) * (double(b[k]) - merged[k]);
+    }
+    EXPECT_LE(eb, ea) << name;
   }
 }
 

@@ -4,7 +4,8 @@
    with the official fixture logits and, when cact-run is built, with `cact-run --ref`.
 2. Edit one attention projection with a small low-rank delta (as a fine-tune would),
    torch.jit.save, `cact-torch import`: only that tensor changes (checked by parsing both
-   files here and with `cact-inspect diff` when built), at its original width.
+   files here and with `cact-inspect diff` when built), at its original width. One element
+   edited: only the CQ group holding it may change bytes.
 3. The new file runs: re-exported and run in PyTorch, and with `cact-run --ref` when built
    (the two agree), and the edit moved its logits.
 4. Foreign or damaged modules are refused with exit 2 and one clear line.
@@ -98,8 +99,8 @@ torch.jit.save(model, W("edited.pt"))
 r = run([BIN("cact-torch"), "import", W("edited.pt"), "-o", W("edited.cact"), "--json"])
 report = json.loads(r.stdout)
 changed = [t for t in report["tensors"] if t["action"] != "kept"]
-check([t["name"] for t in changed] == [target], f"report: only {target} requantized ({[t['name'] for t in changed]})")
-check(changed and changed[0]["before"] == changed[0]["after"], "requantized at its original width")
+check([t["name"] for t in changed] == [target], f"report: only {target} re-encoded ({[t['name'] for t in changed]})")
+check(changed and changed[0]["before"] == changed[0]["after"], "re-encoded at its original width")
 
 head_a, recs_a = records(source)
 head_b, recs_b = records(W("edited.cact"))
@@ -113,6 +114,46 @@ if have_inspect:
     d = json.loads(r.stdout)
     check([t["name"] for t in d["tensors"] if t["status"] != "identical"] == [target],
           "cact-inspect diff: only the edited tensor changed")
+
+# 2b. one element of a deployed matrix edited: only the group holding it may change its code
+# and norm bytes (every other group keeps its bytes); a larger edit does change them.
+def group_ranges(rec, row, col):
+    """Byte ranges of the codes and the norm of the CQ group holding (row, col)."""
+    dt, shape, g, bits, blob = rec
+    out_dim, in_dim = shape
+    code_bits = 2 if bits == 5 else bits
+    in_pad = (in_dim + g - 1) // g * g
+    row_bytes = (in_pad * code_bits + 7) // 8
+    gi, groups = col // g, in_pad // g
+    c0 = row * row_bytes + gi * g * code_bits // 8
+    n0 = out_dim * row_bytes + 2 * (row * groups + gi)
+    return [(c0, c0 + g * code_bits // 8), (n0, n0 + 2)]
+
+
+one = "layer00.q_proj"
+one_idx = [t["index"] for t in json.loads(model.cact_json)["tensors"] if t["name"] == one][0]
+for size, must_change in [(1e-4, False), (0.5, True)]:
+    m1 = torch.jit.load(W("model.pt"))
+    with torch.no_grad():
+        m1.layer00.q_proj[3, 5] += size
+    torch.jit.save(m1, W("one.pt"))
+    r = run([BIN("cact-torch"), "import", W("one.pt"), "-o", W("one.cact"), "--json"])
+    rep = [t for t in json.loads(r.stdout)["tensors"] if t["action"] != "kept"]
+    # (An edit larger than the group's quantization error is new values: quantized, not refitted.)
+    check([(t["name"], t["action"], t["groups_reencoded"] + t["groups_quantized"]) for t in rep]
+          == [(one, "re-encoded", 1)], f"one element +{size}: {one} re-encoded, one group changed ({rep})")
+    _, recs_one = records(W("one.cact"))
+    a_blob, b_blob = bytearray(recs_a[one_idx][4]), bytearray(recs_one[one_idx][4])
+    changed_group = False
+    for lo, hi in group_ranges(recs_a[one_idx], 3, 5):
+        changed_group |= a_blob[lo:hi] != b_blob[lo:hi]
+        a_blob[lo:hi] = b_blob[lo:hi] = bytes(hi - lo)
+    check(a_blob == b_blob, f"one element +{size}: every other group of {one} keeps its bytes")
+    check([i for i, (x, y) in enumerate(zip(recs_a, recs_one)) if x != y] in ([one_idx], []),
+          f"one element +{size}: no other tensor changes")
+    if must_change:
+        check(changed_group, f"one element +{size}: the edited group's bytes changed")
+        check(rep[0]["survived"] > 0, f"one element +{size}: survived {rep[0]['survived']:.3f}")
 
 # 3. the new file runs: re-exported and run in PyTorch, and in cact-run when built (the two
 # must agree like any two FP32 paths); the edit must have reached the logits. (2-bit
@@ -129,7 +170,7 @@ if have_run:
     from_run = np.load(W("new.npy"))
     check(rel(from_run, new) <= 1e-4, f"cact-run --ref on the new file vs PyTorch: {rel(from_run, new):.2e}")
 survived = changed[0]["survived"] if changed else 0
-print(f"note: |edit|/|W| {changed[0]['edit_rel'] if changed else 0:.3f}, |Q(W+edit)-Q(W)|/|edit| {survived:.3f}")
+print(f"note: |edit|/|W| {changed[0]['edit_rel'] if changed else 0:.3f}, |R-W|/|edit| {survived:.3f}")
 
 # 4. refusals
 torch.jit.script(torch.nn.Linear(4, 4)).save(W("foreign.pt"))

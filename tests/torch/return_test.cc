@@ -97,7 +97,7 @@ std::vector<std::string> ChangedTensors(const std::string& a, const std::string&
   return out;
 }
 
-TEST(Return, EditedMatrixIsRequantizedAtItsWidthAndNothingElseChanges) {
+TEST(Return, EditedMatrixIsReencodedAtItsWidthAndNothingElseChanges) {
   TempDir dir;
   const std::string st = EditedSafetensors(
       dir, "odd", [](Safetensors* s) { AddRankOne(FindMutable(s, "layer02.v_proj"), 0.05f); });
@@ -107,7 +107,7 @@ TEST(Return, EditedMatrixIsRequantizedAtItsWidthAndNothingElseChanges) {
   ASSERT_EQ(r->changed(), 1u);
   for (const auto& d : r->decisions) {
     if (d.name != "layer02.v_proj") continue;
-    EXPECT_EQ(d.action, ReturnAction::kRequantized);
+    EXPECT_EQ(d.action, ReturnAction::kReencoded);
     EXPECT_EQ(d.before, "CQ2 g128");
     EXPECT_EQ(d.after, "CQ2 g128");
     EXPECT_NEAR(d.edit_rel, 0.05, 0.03);

@@ -34,6 +34,7 @@ struct Options {
   std::string input, adapter, adapter_config;
   std::optional<double> scale;
   bool allow_large_update = false;
+  bool exporter_rule = false;  // lora: merged tensors quantized afresh, not re-encoded
   // synth
   std::string geometry = "needle2", weights_out;
   // dequant ("F32"), convert ("" = the checkpoint's own dtype)

@@ -31,6 +31,7 @@ int RunLora(const Options& o) {
   LoraRequest req;
   req.base = &*base;
   req.adapter = &*adapter;
+  req.exporter_rule = o.exporter_rule;
   if (o.allow_large_update) req.max_update_ratio = std::numeric_limits<double>::infinity();
   rep.Configure(&req);
   RebuildReport report = rep.StartRebuild("lora", &timer);

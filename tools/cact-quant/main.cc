@@ -159,6 +159,10 @@ int main(int argc, char** argv) {
                  absl::StrFormat("merge even an update far larger than its weight (|dW|/|W| > "
                                  "%g), refused otherwise",
                                  cact::kMaxLoraUpdateRatio));
+  lora->add_flag("--exporter-rule", o.exporter_rule,
+                 "quantize each merged tensor afresh by the exporter's rule (as needle build "
+                 "does after a merge into the float checkpoint) instead of re-encoding it over "
+                 "the base's bytes group by group");
   CommonOutput(lora, o, /*kv_window=*/false);
   lora->footer("Example:\n  cact-quant lora base.cact --adapter peft_run/ -o tuned.cact");
 

@@ -80,7 +80,10 @@ int Import(ImportRequest req, const std::string& scheme, bool json, bool verbose
                     {"after", d.after},
                     {"reason", d.reason},
                     {"edit_rel", d.edit_rel},
-                    {"survived", d.survived}});
+                    {"survived", d.survived},
+                    {"groups_kept", d.groups_kept},
+                    {"groups_reencoded", d.groups_reencoded},
+                    {"groups_quantized", d.groups_quantized}});
     }
     j["warnings"] = r->warnings;
     std::printf("%s\n", j.dump(1).c_str());
