@@ -268,32 +268,34 @@ absl::StatusOr<CactContents> BuildCact(const BuildRequest& req, RebuildReport* r
         } else if (base_entry) {
           o.reason = "--force-requantize";
         }
-        std::vector<float> cb = CqCodebook(bits, widths.group);
-        if (!kept && !base_values.empty()) {
-          // An edit of the base: its unchanged groups keep their bytes, edited ones are
-          // refitted, groups holding new values are quantized as a fresh build would.
-          o.action = TensorAction::kReencoded;
-          if (!req.dry_run) {
-            ReencodeOptions ro;
-            ro.keep_tolerance = req.keep == KeepPolicy::kExact ? 0.0 : req.keep_tolerance;
-            ro.quantize_far_groups = true;
-            ro.rotation = req.rotation;
-            const ReencodeResult r = ReencodeMatrix(base->blob(*base_entry), shape, cb,
-                                                    w.data.data(), base_values.data(), ro);
-            blob.bytes = r.blob;
-            o.rel_mse = r.rel_mse;
-            if (r.kept + r.reencoded == 0) {
-              o.action = TensorAction::kQuantized;  // new values throughout: a fresh build
-            } else {
-              o.groups = GroupFiguresOf(r);
+        if (!kept) {
+          const std::vector<float> cb = CqCodebook(bits, widths.group);
+          if (!base_values.empty()) {
+            // An edit of the base: its unchanged groups keep their bytes, edited ones are
+            // refitted, groups holding new values are quantized as a fresh build would.
+            o.action = TensorAction::kReencoded;
+            if (!req.dry_run) {
+              ReencodeOptions ro;
+              ro.keep_tolerance = req.keep == KeepPolicy::kExact ? 0.0 : req.keep_tolerance;
+              ro.quantize_far_groups = true;
+              ro.rotation = req.rotation;
+              const ReencodeResult r = ReencodeMatrix(base->blob(*base_entry), shape, cb,
+                                                      w.data.data(), base_values.data(), ro);
+              blob.bytes = r.blob;
+              o.rel_mse = r.rel_mse;
+              if (r.kept + r.reencoded == 0) {
+                o.action = TensorAction::kQuantized;  // new values throughout: a fresh build
+              } else {
+                o.groups = GroupFiguresOf(r);
+              }
             }
-          }
-        } else if (!kept) {
-          o.action = TensorAction::kQuantized;
-          if (!req.dry_run) {
-            CqMatrix m = QuantizeMatrix(w.data.data(), shape, cb, req.rotation);
-            o.rel_mse = m.rel_mse();
-            blob.bytes = PackBlob(m);
+          } else {
+            o.action = TensorAction::kQuantized;
+            if (!req.dry_run) {
+              CqMatrix m = QuantizeMatrix(w.data.data(), shape, cb, req.rotation);
+              o.rel_mse = m.rel_mse();
+              blob.bytes = PackBlob(m);
+            }
           }
         }
       } else {

@@ -105,9 +105,12 @@ std::string SummaryText(const RebuildReport& r) {
       r.Count(TensorAction::kReencoded), r.Count(TensorAction::kKept),
       r.Count(TensorAction::kCopied), r.Count(TensorAction::kEncoded));
   uint64_t kept = 0, refit = 0, quantized = 0;
-  for (const TensorOutcome& t : r.tensors)
-    if (t.groups) kept += t.groups->kept, refit += t.groups->reencoded,
-                  quantized += t.groups->quantized;
+  for (const TensorOutcome& t : r.tensors) {
+    if (!t.groups) continue;
+    kept += t.groups->kept;
+    refit += t.groups->reencoded;
+    quantized += t.groups->quantized;
+  }
   if (kept + refit + quantized)
     s += absl::StrFormat(
         "  groups          of the re-encoded tensors: %d kept, %d refitted, %d quantized\n", kept,

@@ -1,7 +1,6 @@
 #include "quant/cq/reencode.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -13,19 +12,6 @@ namespace {
 
 constexpr int kFitRounds = 8;  // code/norm alternations (they settle in 1-3)
 constexpr int kPadRounds = 3;  // refits of a padded group's free columns
-
-// x <- x @ H (orthonormal, symmetric: its own inverse) in the order `rotation` names.
-void Rotate(float* x, uint32_t g, CqRotation rotation, std::vector<float>& tmp) {
-  if (rotation == CqRotation::kFwht) return FwhtOrthonormal(x, g);
-  const float scale = HadamardScale(g);
-  tmp.assign(x, x + g);
-  for (float& v : tmp) v *= scale;
-  for (uint32_t k = 0; k < g; ++k) {
-    float acc = 0;
-    for (uint32_t j = 0; j < g; ++j) acc += std::popcount(j & k) & 1u ? -tmp[j] : tmp[j];
-    x[k] = acc;
-  }
-}
 
 // The exporter's nearest entry (searchsorted, ties to the smaller index).
 uint8_t Nearest(float v, std::span<const float> cb) {
@@ -96,10 +82,10 @@ struct GroupInput {
 
 // Squared error of a fit over the group's real columns.
 double ValidError(const GroupInput& in, const Fit& fit, uint32_t g, std::span<const float> cb,
-                  CqRotation rotation, std::vector<float>& y, std::vector<float>& tmp) {
+                  std::vector<float>& y) {
   const float n = HalfToFloat(fit.norm);
   for (uint32_t j = 0; j < g; ++j) y[j] = Entry(cb, fit.codes[j]) * n;
-  Rotate(y.data(), g, rotation, tmp);
+  FwhtOrthonormal(y.data(), g);
   double e = 0;
   for (uint32_t j = 0; j < in.valid; ++j) {
     const double d = double(y[j]) - in.edited[j];
@@ -112,14 +98,14 @@ double ValidError(const GroupInput& in, const Fit& fit, uint32_t g, std::span<co
 // group, the padding takes what the fit puts there and the fit is redone while the real
 // columns' error falls. Returns no codes when no positive norm fits (an all-zero group).
 Fit FitFromPadding(const GroupInput& in, std::vector<float> pad, uint32_t g,
-                   std::span<const float> cb, CqRotation rotation, std::vector<float>& x,
-                   std::vector<float>& y, std::vector<float>& tmp, double* valid_err) {
+                   std::span<const float> cb, std::vector<float>& x, std::vector<float>& y,
+                   double* valid_err) {
   Fit best;
   *valid_err = INFINITY;
   for (int round = 0; round < (in.valid < g ? kPadRounds : 1); ++round) {
     std::copy(in.edited, in.edited + in.valid, x.begin());
     std::copy(pad.begin(), pad.end(), x.begin() + in.valid);
-    Rotate(x.data(), g, rotation, tmp);
+    FwhtOrthonormal(x.data(), g);
     Fit fit;
     const float base_norm = HalfToFloat(in.base_norm);
     if (base_norm > 0 && std::isfinite(base_norm)) {
@@ -131,7 +117,7 @@ Fit FitFromPadding(const GroupInput& in, std::vector<float> pad, uint32_t g,
     Fit other = Alternate(x.data(), g, cb, {in.exporter_codes, in.exporter_codes + g});
     if (other.err < fit.err) fit = std::move(other);
     if (fit.codes.empty()) break;
-    const double e = ValidError(in, fit, g, cb, rotation, y, tmp);
+    const double e = ValidError(in, fit, g, cb, y);
     if (!(e < *valid_err)) break;
     *valid_err = e;
     best = fit;
@@ -143,24 +129,23 @@ Fit FitFromPadding(const GroupInput& in, std::vector<float> pad, uint32_t g,
 // The fitted encoding of one group (see the header): the best, on the real columns, of the
 // fit from the base's padding, from zero padding (a padded group) and the exporter's own
 // encoding, in that order of preference on a tie.
-Fit FitGroup(const GroupInput& in, uint32_t g, std::span<const float> cb, CqRotation rotation,
-             std::vector<float>& x, std::vector<float>& y, std::vector<float>& tmp) {
+Fit FitGroup(const GroupInput& in, uint32_t g, std::span<const float> cb, std::vector<float>& x,
+             std::vector<float>& y) {
   double err = INFINITY;
-  Fit best = FitFromPadding(in, {in.base_padding, in.base_padding + (g - in.valid)}, g, cb,
-                            rotation, x, y, tmp, &err);
+  Fit best =
+      FitFromPadding(in, {in.base_padding, in.base_padding + (g - in.valid)}, g, cb, x, y, &err);
   if (best.codes.empty()) {  // nothing fits a positive norm: norm 0, the base's codes
     best.codes.assign(in.base_codes, in.base_codes + g);
     best.norm = 0;
-    err = ValidError(in, best, g, cb, rotation, y, tmp);
+    err = ValidError(in, best, g, cb, y);
   }
   if (in.valid < g) {
     double zero_err;
-    Fit zero = FitFromPadding(in, std::vector<float>(g - in.valid, 0.0f), g, cb, rotation, x, y,
-                              tmp, &zero_err);
+    Fit zero = FitFromPadding(in, std::vector<float>(g - in.valid, 0.0f), g, cb, x, y, &zero_err);
     if (!zero.codes.empty() && zero_err < err) best = std::move(zero), err = zero_err;
   }
   Fit exporter{{in.exporter_codes, in.exporter_codes + g}, in.exporter_norm, 0};
-  if (ValidError(in, exporter, g, cb, rotation, y, tmp) < err) best = std::move(exporter);
+  if (ValidError(in, exporter, g, cb, y) < err) best = std::move(exporter);
   return best;
 }
 
@@ -208,8 +193,9 @@ ReencodeResult ReencodeMatrix(std::span<const uint8_t> base_blob, const CqShape&
   double max_base = 0;
   for (uint64_t i = 0; i < n; ++i) max_base = std::max(max_base, std::fabs(double(base_values[i])));
   const double keep_bound = options.keep_tolerance * max_base;
-  const double rho = TypicalRelativeError(codebook, g);
-  const double far_sq = 0.25 * rho * rho;  // (half the typical error)^2
+  // (half the exporter's typical relative error)^2
+  const double far_sq =
+      options.quantize_far_groups ? 0.25 * std::pow(TypicalRelativeError(codebook, g), 2) : 0.0;
 
   CqMatrix out;
   out.shape = shape;
@@ -218,7 +204,7 @@ ReencodeResult ReencodeMatrix(std::span<const uint8_t> base_blob, const CqShape&
   uint64_t kept = 0, reencoded = 0, quantized = 0;
 #pragma omp parallel reduction(+ : kept, reencoded, quantized)
   {
-    std::vector<float> x(g), y(g), tmp(g), base_group(g);
+    std::vector<float> x(g), y(g), base_padding;
 #pragma omp for schedule(dynamic, 4)
     for (int64_t row = 0; row < int64_t(shape.out); ++row) {
       for (uint32_t gi = 0; gi < groups; ++gi) {
@@ -239,11 +225,6 @@ ReencodeResult ReencodeMatrix(std::span<const uint8_t> base_blob, const CqShape&
           ++kept;
           continue;
         }
-        // The base group in full: its padding columns start the padded fit, and its
-        // distance to the edit decides whether the values are an edit at all.
-        const float base_norm = HalfToFloat(base.norms[q]);
-        for (uint32_t j = 0; j < g; ++j) base_group[j] = Entry(codebook, base_codes[j]) * base_norm;
-        Rotate(base_group.data(), g, options.rotation, tmp);
         if (options.quantize_far_groups) {
           // New values: those the exporter's rule maps onto the base's own bytes (the
           // weights the base was built from), or further from the base than half the rule's
@@ -258,14 +239,22 @@ ReencodeResult ReencodeMatrix(std::span<const uint8_t> base_blob, const CqShape&
             continue;
           }
         }
+        // A padded row: the base group's padding columns start the fit.
+        base_padding.clear();
+        if (valid < g) {
+          const float base_norm = HalfToFloat(base.norms[q]);
+          for (uint32_t j = 0; j < g; ++j) y[j] = Entry(codebook, base_codes[j]) * base_norm;
+          FwhtOrthonormal(y.data(), g);
+          base_padding.assign(y.begin() + valid, y.end());
+        }
         const GroupInput input{e,
                                valid,
                                exporter_codes,
                                exporter.norms[q],
                                base.norms[q],
                                base_codes,
-                               base_group.data() + valid};
-        Fit fit = FitGroup(input, g, codebook, options.rotation, x, y, tmp);
+                               base_padding.data()};
+        Fit fit = FitGroup(input, g, codebook, x, y);
         std::copy(fit.codes.begin(), fit.codes.end(), codes);
         out.norms[q] = fit.norm;
         ++reencoded;

@@ -33,6 +33,9 @@ struct ReencodeOptions {
   // typical relative error at this width (0.17 of the group's norm at 2 bits, 0.05 at 4).
   // So a file's own float weights give back the exporter's bytes (build --base, import).
   bool quantize_far_groups = false;
+  // The rotation of the exporter's rule (QuantizeMatrix). The fit itself rotates with the
+  // FWHT: the orders differ by float32 rounding (~1e-7 relative), far below a code step or
+  // an FP16 norm step.
   CqRotation rotation = CqRotation::kFwht;
 };
 

@@ -327,26 +327,25 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
         o.action = TensorAction::kCopied;
         o.reason = "the adapter's update is exactly zero";
       } else {
-        o.action = TensorAction::kReencoded;
-        o.reason = "LoRA merge (" + p.a_key + ")";
+        o.action = req.exporter_rule ? TensorAction::kRequantized : TensorAction::kReencoded;
+        o.reason = "LoRA merge (" + p.a_key + ")" + (req.exporter_rule ? ", --exporter-rule" : "");
       }
+      const bool merge = o.action != TensorAction::kCopied;
       std::vector<float> w, merged;
       double update_rel = 0;
-      if (o.action == TensorAction::kReencoded) {
+      if (merge) {
         CACT_ASSIGN_OR_RETURN(w, TensorValues(base, t));
         CACT_ASSIGN_OR_RETURN(merged, MergedWeight(t.name, w, dw, ad.scale));
         CACT_ASSIGN_OR_RETURN(update_rel,
                               CheckUpdateSize(t.name, w, dw, ad.scale, req.max_update_ratio));
       }
-      if (!req.dry_run && o.action == TensorAction::kReencoded) {
+      if (!req.dry_run && merge) {
         // Groups the update leaves unchanged keep their bytes; the others are refitted, so
         // what the file holds moves by the update and not by requantization noise.
         const CqShape shape{p.out, p.in, t.record.group, t.record.bits};
         const std::vector<float> cb = base.CodebookFor(t.record.bits, t.record.group);
         std::vector<float> written(w.size());
         if (req.exporter_rule) {
-          o.action = TensorAction::kRequantized;
-          o.reason += ", --exporter-rule";
           CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
           o.rel_mse = m.rel_mse();
           blob.bytes = PackBlob(m);
