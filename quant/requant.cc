@@ -6,6 +6,33 @@
 
 namespace cact {
 
+CqShape RetypeAsCq(const TensorEntry& t, uint32_t bits, uint32_t group, TensorOutcome* o,
+                   TensorBlob* blob) {
+  if (t.is_cq()) group = t.record.group;
+  const CqShape shape{uint32_t(t.rows()), uint32_t(t.cols()), group, bits};
+  blob->record.dtype = DType::kCQ;
+  blob->record.group = group;
+  blob->record.bits = bits;
+  blob->record.nbytes = shape.blob_bytes();
+  o->target = TypeLabel(blob->record);
+  return shape;
+}
+
+absl::Status RequantizeTensor(const CactFile& in, const TensorEntry& t, uint32_t bits,
+                              uint32_t group, CqRotation rotation, bool dry_run,
+                              TensorOutcome* o, TensorBlob* blob) {
+  const CqShape shape = RetypeAsCq(t, bits, group, o, blob);
+  o->action = TensorAction::kRequantized;
+  o->reason = absl::StrFormat("%s -> %s from the dequantized values", o->source, o->target);
+  if (dry_run) return absl::OkStatus();
+  CACT_ASSIGN_OR_RETURN(std::vector<float> values, TensorValues(in, t));
+  const std::vector<float> cb = in.CodebookFor(bits, shape.group);
+  CqMatrix m = QuantizeMatrix(values.data(), shape, cb, rotation);
+  o->rel_mse = m.rel_mse();
+  blob->bytes = PackBlob(m);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildReport* report,
                                          const TensorCallback& on_tensor) {
   const CactFile& in = *req.input;
@@ -37,23 +64,8 @@ absl::StatusOr<CactContents> RequantCact(const RequantRequest& req, RebuildRepor
       o.action = TensorAction::kCopied;
       o.reason = matrix ? "width unchanged" : "not a CQ matrix";
     } else {
-      // A new width: requantize what the file holds (its dequantized values).
-      const uint32_t group = t.is_cq() ? t.record.group : (report->group ? report->group : 128);
-      const CqShape shape{uint32_t(t.rows()), uint32_t(t.cols()), group, bits};
-      blob.record.dtype = DType::kCQ;
-      blob.record.group = group;
-      blob.record.bits = bits;
-      blob.record.nbytes = shape.blob_bytes();
-      o.target = TypeLabel(blob.record);
-      o.action = TensorAction::kRequantized;
-      o.reason = absl::StrFormat("%s -> %s from the dequantized values", o.source, o.target);
-      if (!req.dry_run) {
-        CACT_ASSIGN_OR_RETURN(std::vector<float> values, TensorValues(in, t));
-        const std::vector<float> cb = in.CodebookFor(bits, group);
-        CqMatrix m = QuantizeMatrix(values.data(), shape, cb, req.rotation);
-        o.rel_mse = m.rel_mse();
-        blob.bytes = PackBlob(m);
-      }
+      CACT_RETURN_IF_ERROR(RequantizeTensor(in, t, bits, report->group ? report->group : 128,
+                                            req.rotation, req.dry_run, &o, &blob));
     }
     o.bytes = blob.record.nbytes;
     report->tensors.push_back(o);

@@ -574,22 +574,6 @@ absl::StatusOr<CanonicalWeights> CheckpointToCanonical(const FlaxCheckpoint& ckp
   return cw;
 }
 
-absl::Status CheckSchemeAgainstAdapter(const CheckpointBuild& build, const Scheme& explicit_scheme,
-                                       const std::string& flag) {
-  if (build.adapter_qat_bits_map)
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the adapter was trained for the checkpoint's mixed CQ bit map %s, but %s would "
-        "deploy different numerics (leave it out: the build follows the adapter)",
-        build.adapter_path, *build.adapter_qat_bits_map, flag));
-  if (build.adapter_qat_bits &&
-      explicit_scheme.ToString() != absl::StrCat("default=", *build.adapter_qat_bits))
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s: the adapter was trained for CQ W%d, but %s (%s) would deploy different numerics; "
-        "rebuild at the adapter bit width",
-        build.adapter_path, *build.adapter_qat_bits, flag, explicit_scheme.ToString()));
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Safetensors> AdapterAsStacked(const FlaxAdapter& ad) {
   Safetensors st;
   for (const FlaxAdapter::Target& t : ad.targets) {
@@ -715,20 +699,10 @@ absl::StatusOr<CheckpointBuild> LoadCheckpointForBuild(const std::string& checkp
     // `needle build` deploys what the adapter trained through: its bits map, else its
     // uniform width; the checkpoint's weight_bits then plays no part.
     b.adapter_path = adapter_path;
-    std::string qat_scheme;
-    if (auto it = stacked.metadata.find("qat_bits_map"); it != stacked.metadata.end()) {
-      b.adapter_qat_bits_map = it->second;
-      qat_scheme = it->second;
-    } else if (auto w = stacked.metadata.find("qat_bits"); w != stacked.metadata.end()) {
-      b.adapter_qat_bits = std::stoll(w->second);
-      qat_scheme = "default=" + w->second;
-    }
-    if (!qat_scheme.empty()) {
-      CACT_ASSIGN_OR_RETURN(b.scheme, ParseScheme(qat_scheme));
-      b.scheme_source = b.adapter_qat_bits_map
-                            ? "the adapter's QAT metadata (qat_bits_map)"
-                            : absl::StrCat("the adapter's QAT metadata (qat_bits ",
-                                           *b.adapter_qat_bits, ")");
+    CACT_ASSIGN_OR_RETURN(b.adapter_qat, AdapterQatOf(stacked, adapter_path));
+    if (b.adapter_qat.recorded()) {
+      b.scheme = b.adapter_qat.scheme();
+      b.scheme_source = b.adapter_qat.source();
       b.canonical.weights.metadata["bits_map"] = b.scheme.ToString();
       b.canonical.weights.metadata["bits_map_source"] = b.scheme_source;
       b.notes.push_back("scheme " + b.scheme.ToString() + " from " + b.scheme_source);

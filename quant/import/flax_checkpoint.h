@@ -98,22 +98,15 @@ struct CheckpointBuild {
   Geometry geometry;
   Scheme scheme;
   std::string scheme_source;
-  // From the adapter's QAT metadata (which then chose `scheme`): an explicit scheme that
-  // contradicts it is refused (CheckSchemeAgainstAdapter).
-  std::optional<int64_t> adapter_qat_bits;
-  std::optional<std::string> adapter_qat_bits_map;
+  // The adapter's QAT metadata (when recorded, it chose `scheme`): an explicit scheme that
+  // contradicts it is refused (CheckSchemeAgainstQat).
+  AdapterQat adapter_qat;
   std::string adapter_path;
   std::vector<std::string> notes;  // what was merged, which params were not read
 };
 absl::StatusOr<CheckpointBuild> LoadCheckpointForBuild(const std::string& checkpoint_path,
                                                        const std::string& adapter_path,
                                                        std::optional<double> scale_override);
-
-// `needle build`'s rule for a --bits given with a QAT adapter, for an explicit scheme: with
-// the adapter's bits map any explicit scheme is refused; with its width, any scheme other
-// than that uniform width. OK when the adapter recorded neither.
-absl::Status CheckSchemeAgainstAdapter(const CheckpointBuild& build, const Scheme& explicit_scheme,
-                                       const std::string& flag);
 
 // An adapter file as the safetensors ParseLoraAdapter reads: the official pickle (by its
 // content, not its name) in the stacked layout, its targets and shapes first checked against

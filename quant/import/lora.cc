@@ -12,12 +12,14 @@
 #include <map>
 #include <regex>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
 #include "quant/cq/reencode.h"
+#include "quant/requant.h"
 #include "quant/selective.h"
 #include "quant/scheme_inference.h"
 #include "quant/tensor_values.h"
@@ -290,6 +292,118 @@ std::vector<float> LoraDelta(const LoraPair& p, double scale) {
   return d;
 }
 
+namespace {
+
+// One adapted matrix: W + dW written over its deployed bytes (re-encoded), or quantized
+// afresh by the exporter's rule (--exporter-rule, or a new width, which has no deployed
+// bytes to re-encode over). The LoRA figures compare what the file moved with dW, so they
+// are given only where the width stays.
+absl::Status MergeOne(const CactFile& base, const TensorEntry& t, const LoraPair& p,
+                      const std::vector<float>& dw, double scale, const LoraRequest& req,
+                      uint32_t bits, bool rewidth, TensorOutcome* o, TensorBlob* blob) {
+  const bool afresh = req.exporter_rule || rewidth;
+  o->action = afresh ? TensorAction::kRequantized : TensorAction::kReencoded;
+  o->reason = "LoRA merge (" + p.a_key + ")";
+  CqShape shape{p.out, p.in, t.record.group, t.record.bits};
+  if (rewidth) {
+    shape = RetypeAsCq(t, bits, t.record.group, o, blob);
+    absl::StrAppend(&o->reason, ", ", o->source, " -> ", o->target);
+  } else if (req.exporter_rule) {
+    o->reason += ", --exporter-rule";
+  }
+  CACT_ASSIGN_OR_RETURN(const std::vector<float> w, TensorValues(base, t));
+  CACT_ASSIGN_OR_RETURN(const std::vector<float> merged, MergedWeight(t.name, w, dw, scale));
+  CACT_ASSIGN_OR_RETURN(const double update_rel,
+                        CheckUpdateSize(t.name, w, dw, scale, req.max_update_ratio));
+  if (req.dry_run) return absl::OkStatus();
+  const std::vector<float> cb = base.CodebookFor(shape.bits, shape.group);
+  std::vector<float> written(w.size());
+  if (afresh) {
+    CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
+    o->rel_mse = m.rel_mse();
+    blob->bytes = PackBlob(m);
+    DequantizeBlob(blob->bytes, shape, cb, written.data());
+  } else {
+    // Groups the update leaves unchanged keep their bytes; the others are refitted, so
+    // what the file holds moves by the update and not by requantization noise.
+    ReencodeOptions ro;
+    ro.keep_tolerance = kKeepTolerance;
+    ro.rotation = req.rotation;
+    ReencodeResult r = ReencodeMatrix(base.blob(t), shape, cb, merged.data(), w.data(), ro);
+    blob->bytes = std::move(r.blob);
+    o->rel_mse = r.rel_mse;
+    o->groups = GroupFiguresOf(r);
+    written = std::move(r.values);
+  }
+  if (rewidth) return absl::OkStatus();
+  double d2 = 0, dot = 0, moved = 0;
+  for (size_t k = 0; k < w.size(); ++k) {
+    const double m = double(written[k]) - w[k];
+    d2 += double(dw[k]) * dw[k];
+    dot += m * dw[k];
+    moved += m * m;
+  }
+  LoraFigures f;
+  f.layer = p.layer;
+  f.rank = p.rank;
+  f.update_rel = update_rel;
+  f.survived = d2 > 0 ? std::sqrt(moved / d2) : 0.0;
+  f.aligned = d2 > 0 ? dot / d2 : 0.0;
+  o->lora = f;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Scheme AdapterQat::scheme() const {
+  if (bits_map) return *bits_map;
+  Scheme s;
+  s.default_bits = bits.value_or(0);
+  return s;
+}
+
+std::string AdapterQat::source() const {
+  return bits_map ? "the adapter's QAT metadata (qat_bits_map)"
+                  : absl::StrCat("the adapter's QAT metadata (qat_bits ", bits.value_or(0), ")");
+}
+
+absl::StatusOr<AdapterQat> AdapterQatOf(const Safetensors& adapter, const std::string& file) {
+  AdapterQat q;
+  q.file = file;
+  const auto& md = adapter.metadata;
+  if (auto it = md.find("qat_bits"); it != md.end()) {
+    uint32_t w = 0;
+    if (!absl::SimpleAtoi(it->second, &w) || w < 2 || w > 4)
+      return FileError(file, "metadata qat_bits '" + it->second + "' is not a width 2, 3 or 4");
+    q.bits = w;
+  }
+  if (auto it = md.find("qat_bits_map"); it != md.end()) {
+    absl::StatusOr<Scheme> s = ParseScheme(it->second);
+    if (!s.ok())
+      return FileError(file, "metadata qat_bits_map '" + it->second +
+                                 "': " + std::string(s.status().message()));
+    q.bits_map = *s;
+  }
+  if (q.bits && q.bits_map)
+    return FileError(file, "metadata sets both qat_bits and qat_bits_map (finetune writes one)");
+  return q;
+}
+
+absl::Status CheckSchemeAgainstQat(const AdapterQat& qat, const Scheme& explicit_scheme,
+                                   const std::string& flag) {
+  if (qat.bits_map)
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the adapter was trained for the checkpoint's mixed CQ bit map %s, but %s would "
+        "deploy different numerics (leave it out: the build follows the adapter)",
+        qat.file, qat.bits_map->ToString(), flag));
+  if (qat.bits && explicit_scheme.ToString() != qat.scheme().ToString())
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s: the adapter was trained for CQ W%d, but %s (%s) would deploy different numerics; "
+        "rebuild at the adapter bit width",
+        qat.file, *qat.bits, flag, explicit_scheme.ToString()));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* report,
                                        const TensorCallback& on_tensor) {
   const CactFile& base = *req.base;
@@ -300,8 +414,15 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
   CactContents out;
   out.geometry = base.geometry();
   out.codebook.assign(base.codebook().begin(), base.codebook().end());
-  report->scheme = InferScheme(base);
-  report->scheme_source = "base file widths";
+  const auto& tensors = base.tensors();
+  if (req.scheme) {
+    std::vector<std::string> matrices;
+    for (const TensorEntry& t : tensors)
+      if (t.kind == TensorKind::kMatrix) matrices.push_back(t.name);
+    CACT_RETURN_IF_ERROR(CheckRulesMatch(*req.scheme, matrices));
+  }
+  report->scheme = req.scheme ? req.scheme->ToString() : InferScheme(base);
+  report->scheme_source = req.scheme ? req.scheme_source : "base file widths";
   report->group = base.codebook_group();
   report->geometry_source = base.path();
   report->tokenizer_source = base.path() + " (bytes copied)";
@@ -310,12 +431,18 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
       "adapter: %s layout, rank %d, scale %.6g (%s), %d projections", ad.layout,
       ad.pairs.empty() ? 0 : ad.pairs[0].rank, ad.scale, ad.scale_source, ad.pairs.size()));
 
-  const auto& tensors = base.tensors();
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorEntry& t = tensors[i];
     auto [o, blob] = CarryTensor(t);
     auto it = by_name.find(t.name);
-    if (it == by_name.end()) {
+    // The width this matrix is deployed at, and whether that changes it.
+    const bool matrix = t.kind == TensorKind::kMatrix;
+    const uint32_t bits = req.scheme && matrix ? req.scheme->BitsFor(t.name) : t.record.bits;
+    const bool rewidth = req.scheme && matrix && !(t.is_cq() && t.record.bits == bits);
+    if (it == by_name.end() && rewidth) {
+      CACT_RETURN_IF_ERROR(RequantizeTensor(base, t, bits, report->group ? report->group : 128,
+                                            req.rotation, req.dry_run, &o, &blob));
+    } else if (it == by_name.end()) {
       CopyBlobBytes(base, t, &blob);
       o.action = TensorAction::kCopied;
       o.reason = "not in the adapter";
@@ -326,60 +453,18 @@ absl::StatusOr<CactContents> MergeLora(const LoraRequest& req, RebuildReport* re
                                           std::to_string(p.out) + ", " + std::to_string(p.in) +
                                           "] matrix the adapter expects");
       const std::vector<float> dw = LoraDelta(p, ad.scale);
-      if (std::all_of(dw.begin(), dw.end(), [](float v) { return v == 0.0f; })) {
+      const bool zero = std::all_of(dw.begin(), dw.end(), [](float v) { return v == 0.0f; });
+      if (zero && rewidth) {
+        CACT_RETURN_IF_ERROR(RequantizeTensor(base, t, bits, t.record.group, req.rotation,
+                                              req.dry_run, &o, &blob));
+      } else if (zero) {
         // B @ A is exactly zero (e.g. a stacked adapter's untrained layers): nothing to merge,
         // and requantizing W would change bytes the adapter never asked to change.
         CopyBlobBytes(base, t, &blob);
         o.action = TensorAction::kCopied;
         o.reason = "the adapter's update is exactly zero";
       } else {
-        o.action = req.exporter_rule ? TensorAction::kRequantized : TensorAction::kReencoded;
-        o.reason = "LoRA merge (" + p.a_key + ")" + (req.exporter_rule ? ", --exporter-rule" : "");
-      }
-      const bool merge = o.action != TensorAction::kCopied;
-      std::vector<float> w, merged;
-      double update_rel = 0;
-      if (merge) {
-        CACT_ASSIGN_OR_RETURN(w, TensorValues(base, t));
-        CACT_ASSIGN_OR_RETURN(merged, MergedWeight(t.name, w, dw, ad.scale));
-        CACT_ASSIGN_OR_RETURN(update_rel,
-                              CheckUpdateSize(t.name, w, dw, ad.scale, req.max_update_ratio));
-      }
-      if (!req.dry_run && merge) {
-        // Groups the update leaves unchanged keep their bytes; the others are refitted, so
-        // what the file holds moves by the update and not by requantization noise.
-        const CqShape shape{p.out, p.in, t.record.group, t.record.bits};
-        const std::vector<float> cb = base.CodebookFor(t.record.bits, t.record.group);
-        std::vector<float> written(w.size());
-        if (req.exporter_rule) {
-          CqMatrix m = QuantizeMatrix(merged.data(), shape, cb, req.rotation);
-          o.rel_mse = m.rel_mse();
-          blob.bytes = PackBlob(m);
-          DequantizeBlob(blob.bytes, shape, cb, written.data());
-        } else {
-          ReencodeOptions ro;
-          ro.keep_tolerance = kKeepTolerance;
-          ro.rotation = req.rotation;
-          ReencodeResult r = ReencodeMatrix(base.blob(t), shape, cb, merged.data(), w.data(), ro);
-          blob.bytes = std::move(r.blob);
-          o.rel_mse = r.rel_mse;
-          o.groups = GroupFiguresOf(r);
-          written = std::move(r.values);
-        }
-        double d2 = 0, dot = 0, moved = 0;
-        for (size_t k = 0; k < w.size(); ++k) {
-          const double m = double(written[k]) - w[k];
-          d2 += double(dw[k]) * dw[k];
-          dot += m * dw[k];
-          moved += m * m;
-        }
-        LoraFigures f;
-        f.layer = p.layer;
-        f.rank = p.rank;
-        f.update_rel = update_rel;
-        f.survived = d2 > 0 ? std::sqrt(moved / d2) : 0.0;
-        f.aligned = d2 > 0 ? dot / d2 : 0.0;
-        o.lora = f;
+        CACT_RETURN_IF_ERROR(MergeOne(base, t, p, dw, ad.scale, req, bits, rewidth, &o, &blob));
       }
     }
     o.bytes = blob.record.nbytes;

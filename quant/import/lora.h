@@ -1,6 +1,7 @@
 // cact-quant lora: merge a LoRA adapter into the five attention projections of a .cact,
-// in the FP32 domain of the base's dequantized weights, and requantize only those tensors
-// at their base width; every other tensor keeps its bytes.
+// in the FP32 domain of the base's dequantized weights, and re-encode only those tensors
+// at their base width; every other tensor keeps its bytes (unless a scheme, the adapter's
+// QAT metadata or --scheme, changes widths).
 //
 // Adapter layouts (both float safetensors):
 //  - PEFT: `...layers.N.self_attn.{q,k,v,gate,out}_proj.lora_A.weight` [r, in] and
@@ -70,9 +71,34 @@ std::vector<float> LoraDelta(const LoraPair& p, double scale);
 // merges reach 5.6.
 inline constexpr double kMaxLoraUpdateRatio = 10.0;
 
+// The numerics a quantization-aware fine-tune trained through, as its adapter records them
+// (official finetune since v2.0.12; a stacked or PEFT adapter's metadata "qat_bits_map", the
+// checkpoint's bits map, or "qat_bits", one width). `needle build` deploys them.
+struct AdapterQat {
+  std::optional<uint32_t> bits;
+  std::optional<Scheme> bits_map;
+  std::string file;  // the adapter, for messages
+  bool recorded() const { return bits || bits_map; }
+  Scheme scheme() const;       // what they deploy: the bits map, else default=<bits>
+  std::string source() const;  // "the adapter's QAT metadata (qat_bits 4)" / "(qat_bits_map)"
+};
+// From an adapter's metadata; a width other than 2-4, a map ParseScheme refuses, or both set
+// is an error naming the key.
+absl::StatusOr<AdapterQat> AdapterQatOf(const Safetensors& adapter, const std::string& file);
+// `needle build`'s rule for an explicit scheme beside a QAT adapter (`flag` names it): with
+// the adapter's bits map any explicit scheme is refused; with its width, any scheme other
+// than that uniform width. OK when the adapter recorded neither.
+absl::Status CheckSchemeAgainstQat(const AdapterQat& qat, const Scheme& explicit_scheme,
+                                   const std::string& flag);
+
 struct LoraRequest {
   const CactFile* base = nullptr;
   const LoraAdapter* adapter = nullptr;
+  // The widths to deploy (nullopt: the base's). A matrix whose width changes is quantized
+  // afresh at the new width: an adapted one from W + dW, the others from their dequantized
+  // values, as requant does.
+  std::optional<Scheme> scheme;
+  std::string scheme_source;  // for the report
   // A tensor whose update exceeds this ratio is refused, naming it (infinity: no bound).
   // Non-finite merged values are refused always.
   double max_update_ratio = kMaxLoraUpdateRatio;

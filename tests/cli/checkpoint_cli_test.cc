@@ -267,6 +267,78 @@ TEST_P(CheckpointCli, QatAdaptersDeployTheirNumerics) {
       << t.output;
 }
 
+// `lora` into a .cact follows the same metadata: the adapter's widths are deployed (a matrix
+// whose width changes is quantized afresh from W + dW, as `needle build` would after its
+// merge), and a scheme given against the metadata is refused.
+TEST_P(CheckpointCli, LoraIntoACactFollowsTheAdaptersQatMetadata) {
+  const std::string kase = GetParam();
+  TempDir dir;
+  const std::string base = Fixture(kase, "model.cact");
+  auto lora = [&](const std::string& adapter, const std::string& flags, const std::string& out) {
+    return testing::Run(Quant() + " lora --json " + base + " --adapter " + Pkl(adapter) + flags +
+                        " -o " + dir / out);
+  };
+  struct Case {
+    std::string adapter, same_as_flags, scheme, source;
+  };
+  const std::vector<Case> cases = {
+      {"adapter_qat_map.pkl", " --scheme embedding=3,default=4", "embedding=3,default=4",
+       "the adapter's QAT metadata (qat_bits_map)"},
+      {"adapter_qat_w2.pkl", " --scheme default=2", "default=2",
+       "the adapter's QAT metadata (qat_bits 2)"},
+      {"adapter_qat_none.pkl", "", "", "base file widths"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.adapter);
+    auto got = lora(c.adapter, "", "got.cact");
+    ASSERT_EQ(got.exit_code, 0) << got.output;
+    const auto j = nlohmann::json::parse(got.output);
+    EXPECT_EQ(j["scheme_source"], c.source);
+    if (!c.scheme.empty()) {
+      EXPECT_EQ(j["scheme"], c.scheme);
+    }
+    auto want = lora("adapter_p4.pkl", c.same_as_flags, "want.cact");
+    ASSERT_EQ(want.exit_code, 0) << want.output;
+    EXPECT_EQ(ReadAll(dir / "got.cact"), ReadAll(dir / "want.cact"));
+  }
+  // At 2 bits every CQ matrix changed width: the file is not the base's widths.
+  auto w2 = lora("adapter_qat_w2.pkl", "", "w2.cact");
+  ASSERT_EQ(w2.exit_code, 0) << w2.output;
+  auto keep = lora("adapter_qat_none.pkl", "", "keep.cact");
+  ASSERT_EQ(keep.exit_code, 0) << keep.output;
+  EXPECT_NE(ReadAll(dir / "w2.cact"), ReadAll(dir / "keep.cact"));
+  size_t requantized = 0;
+  const auto jw2 = nlohmann::json::parse(w2.output);
+  for (const auto& t : jw2["tensors"])
+    if (t["action"] == "requantized") {
+      ++requantized;
+      EXPECT_NE(t["target"].get<std::string>().find("CQ2"), std::string::npos) << t.dump();
+    }
+  EXPECT_GT(requantized, 0u);
+
+  const std::vector<std::pair<std::string, std::string>> refusals = {
+      {"adapter_qat_map.pkl --scheme default=4",
+       "but --scheme would deploy different numerics (leave it out"},
+      {"adapter_qat_map.pkl --preset cq4", "but --preset cq4 would deploy different numerics"},
+      {"adapter_qat_w2.pkl --scheme default=4",
+       ": the adapter was trained for CQ W2, but --scheme (default=4) would deploy different "
+       "numerics"},
+  };
+  for (const auto& [args, message] : refusals) {
+    SCOPED_TRACE(args);
+    auto out = testing::Run(Quant() + " lora -q " + base + " --adapter " +
+                            Pkl(args.substr(0, args.find(' '))) + args.substr(args.find(' ')) +
+                            " -o " + dir / "refused.cact");
+    EXPECT_EQ(out.exit_code, 2) << out.output;
+    EXPECT_NE(out.output.find(message), std::string::npos) << out.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "refused.cact"));
+  }
+  // Without metadata a scheme is the user's to choose.
+  auto chosen = lora("adapter_p4.pkl", " --scheme default=2", "chosen.cact");
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.output;
+  EXPECT_EQ(nlohmann::json::parse(chosen.output)["scheme_source"], "--scheme");
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, CheckpointCli, ::testing::ValuesIn(testing::FixtureCases()));
 
 // A checkpoint holding a NaN: convert and build refuse it naming the tensor, nothing written.

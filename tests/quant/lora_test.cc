@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 
@@ -81,7 +82,8 @@ struct Merged {
 };
 
 Merged Merge(const CactFile& base, const Safetensors& st, const std::string& config,
-             std::optional<double> scale = std::nullopt, bool exporter_rule = false) {
+             std::optional<double> scale = std::nullopt, bool exporter_rule = false,
+             std::optional<Scheme> scheme = std::nullopt) {
   Merged m;
   absl::StatusOr<LoraAdapter> ad = ParseLoraAdapter(st, "adapter", config, scale, base.geometry());
   EXPECT_TRUE(ad.ok()) << ad.status();
@@ -91,6 +93,7 @@ Merged Merge(const CactFile& base, const Safetensors& st, const std::string& con
   req.base = &base;
   req.adapter = &m.adapter;
   req.exporter_rule = exporter_rule;
+  req.scheme = scheme;
   absl::StatusOr<CactContents> c = MergeLora(req, &m.report);
   EXPECT_TRUE(c.ok()) << c.status();
   if (c.ok()) m.contents = std::move(*c);
@@ -241,6 +244,46 @@ TEST(Lora, TheExporterRuleQuantizesTheMergedValuesAfresh) {
     }
     EXPECT_LE(eb, ea) << name;
   }
+}
+
+TEST(Lora, ANewWidthQuantizesTheMergeAfreshAndRequantizesTheRest) {
+  // A scheme that changes widths (an adapter's QAT metadata, or --scheme): an adapted matrix
+  // is the exporter's quantization of W + dW at the new width; any other matrix is what
+  // requant writes (its dequantized values at the new width); vectors keep their bytes.
+  absl::StatusOr<CactFile> base = CactFile::Open(Fixture("tiny", "model.cact"));
+  ASSERT_TRUE(base.ok());
+  Generated gen = Generate(base->geometry(), 0.05f);
+  absl::StatusOr<Scheme> scheme = ParseScheme("embedding=3,mhc=2,default=4");
+  ASSERT_TRUE(scheme.ok());
+  Merged m = Merge(*base, gen.peft, gen.config, std::nullopt, false, *scheme);
+  EXPECT_EQ(m.report.scheme, "embedding=3,mhc=2,default=4");
+  std::map<std::string, const LoraPair*> adapted;
+  for (const LoraPair& p : m.adapter.pairs)
+    adapted[absl::StrFormat("layer%02d.%s", p.layer, p.proj)] = &p;
+  size_t checked = 0;
+  for (const TensorEntry& t : base->tensors()) {
+    SCOPED_TRACE(t.name);
+    const TensorBlob& got = m.contents.tensors[t.index];
+    if (t.kind != TensorKind::kMatrix) {
+      EXPECT_EQ(got.bytes, std::vector<uint8_t>(base->blob(t).begin(), base->blob(t).end()));
+      continue;
+    }
+    const uint32_t bits = scheme->BitsFor(t.name);
+    ASSERT_EQ(got.record.bits, bits);
+    absl::StatusOr<std::vector<float>> w = TensorValues(*base, t);
+    ASSERT_TRUE(w.ok());
+    std::vector<float> want_values = *w;
+    if (auto it = adapted.find(t.name); it != adapted.end()) {
+      const std::vector<float> dw = LoraDelta(*it->second, m.adapter.scale);
+      for (size_t k = 0; k < dw.size(); ++k) want_values[k] += dw[k];
+    }
+    const CqShape s{uint32_t(t.rows()), uint32_t(t.cols()), t.record.group, bits};
+    EXPECT_EQ(got.bytes,
+              PackBlob(QuantizeMatrix(want_values.data(), s, base->CodebookFor(bits, s.group))));
+    ++checked;
+  }
+  EXPECT_GT(checked, adapted.size());
+  EXPECT_EQ(m.report.Count(TensorAction::kRequantized), checked);
 }
 
 TEST(Lora, LargeUpdatesSurviveQuantization) {

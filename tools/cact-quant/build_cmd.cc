@@ -71,7 +71,7 @@ int RunBuild(const Options& o) {
     if (!c.ok()) return rep.Fail(c.status());
     ckpt.emplace(std::move(*c));
     if (req.scheme) {
-      if (absl::Status st = CheckSchemeAgainstAdapter(*ckpt, *req.scheme, SchemeSource(o));
+      if (absl::Status st = CheckSchemeAgainstQat(ckpt->adapter_qat, *req.scheme, SchemeSource(o));
           !st.ok())
         return rep.Fail(st);
     }

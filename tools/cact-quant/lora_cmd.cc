@@ -28,7 +28,24 @@ int RunLora(const Options& o) {
   absl::StatusOr<LoraAdapter> adapter =
       ParseLoraAdapter(*st, files->weights, config, o.scale, base->geometry());
   if (!adapter.ok()) return rep.Fail(adapter.status());
+  // The widths: what the adapter trained through (as `needle build` deploys it; a scheme
+  // given against it is refused), else the scheme given, else the base's.
+  absl::StatusOr<std::optional<Scheme>> chosen = ChosenScheme(o);
+  if (!chosen.ok()) return rep.Fail(chosen.status());
+  absl::StatusOr<AdapterQat> qat = AdapterQatOf(*st, files->weights);
+  if (!qat.ok()) return rep.Fail(qat.status());
   LoraRequest req;
+  if (qat->recorded()) {
+    if (*chosen) {
+      if (absl::Status s = CheckSchemeAgainstQat(*qat, **chosen, SchemeSource(o)); !s.ok())
+        return rep.Fail(s);
+    }
+    req.scheme = qat->scheme();
+    req.scheme_source = qat->source();
+  } else if (*chosen) {
+    req.scheme = **chosen;
+    req.scheme_source = SchemeSource(o);
+  }
   req.base = &*base;
   req.adapter = &*adapter;
   req.exporter_rule = o.exporter_rule;

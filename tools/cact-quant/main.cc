@@ -8,6 +8,7 @@
 //   cact-quant requant IN.cact {--scheme S | --preset NAME} -o OUT.cact
 //   cact-quant presets [--json]   (named schemes, their needle2 size and quality cost)
 //   cact-quant lora BASE.cact --adapter {DIR,A.safetensors,A.pkl} [--adapter-config C.json]
+//                   [--scheme S | --preset NAME]  (default: the adapter's QAT metadata)
 //                   [--scale X] [--allow-large-update] -o OUT.cact
 //   cact-quant synth --geometry needle2 [--seed N] -o OUT.cact
 //   cact-quant dequant IN.cact -o WEIGHTS.safetensors  (the float weights to edit / fine-tune)
@@ -163,6 +164,11 @@ int main(int argc, char** argv) {
                  "quantize each merged tensor afresh by the exporter's rule (as needle build "
                  "does after a merge into the float checkpoint) instead of re-encoding it over "
                  "the base's bytes group by group");
+  SchemePreset(lora,
+               lora->add_option("--scheme", o.scheme,
+                                "widths to deploy (default: the adapter's QAT metadata, else the "
+                                "base's); a matrix whose width changes is quantized afresh"),
+               o);
   CommonOutput(lora, o, /*kv_window=*/false);
   lora->footer("Example:\n  cact-quant lora base.cact --adapter peft_run/ -o tuned.cact");
 
