@@ -12,6 +12,7 @@ set(CACT_FORMATS_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/needle/named_geometries.cc
   ${CMAKE_CURRENT_LIST_DIR}/needle/tensor_table.cc
   ${CMAKE_CURRENT_LIST_DIR}/pickle.cc
+  ${CMAKE_CURRENT_LIST_DIR}/pickle_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/protobuf_wire.cc
   ${CMAKE_CURRENT_LIST_DIR}/safetensors.cc
   ${CMAKE_CURRENT_LIST_DIR}/sentencepiece_model.cc

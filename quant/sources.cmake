@@ -26,8 +26,10 @@ set(CACT_QUANT_PIPELINE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/tensor_values.cc
   ${CMAKE_CURRENT_LIST_DIR}/weights_geometry.cc
 )
-# quant/import: the official training checkpoints and adapters, the LoRA merge.
+# quant/import: the official training checkpoints and adapters (read, and adapters written),
+# the LoRA merge.
 set(CACT_QUANT_IMPORT_SOURCES
+  ${CMAKE_CURRENT_LIST_DIR}/import/flax_adapter_writer.cc
   ${CMAKE_CURRENT_LIST_DIR}/import/flax_checkpoint.cc
   ${CMAKE_CURRENT_LIST_DIR}/import/lora.cc
 )

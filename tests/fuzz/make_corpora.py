@@ -171,6 +171,21 @@ state = {"w": np.arange(12, dtype=np.float32).reshape(3, 4), "h": np.ones(3, np.
          "big": -(2 ** 40), "raw": b"\x00\xff"}
 for proto in range(6):
     put("fuzz_pickle", "numpy_p%d.pkl" % proto, pickle.dumps(state, protocol=proto))
+    # fuzz_pickle_writer reads its input as a pickle too (read, written, read back).
+    put("fuzz_pickle_writer", "numpy_p%d.pkl" % proto, pickle.dumps(state, protocol=proto))
+
+# fuzz_pickle_writer's recipes (a byte's low 4 bits pick one of 10 kinds; see the target): a
+# dict of every scalar kind, a 1,000-item list holding a 1,001-item dict, arrays, a wrong
+# array size, a surrogate in a str, a list nested past the depth bound.
+put("fuzz_pickle_writer", "recipe_every_kind", bytes(
+    [8, 5, 1, 0x61, 0, 1, 0x62, 0x11, 1, 0x63, 0x32] + list(range(8)) +
+    [1, 0x64, 3] + list(struct.pack("<d", float("nan"))) + [1, 0x65, 4, 2, 0xC3, 0xA9]))
+put("fuzz_pickle_writer", "recipe_batches", bytes([6 | 0x80, 5, 8 | 0x80, 6]))
+put("fuzz_pickle_writer", "recipe_arrays", bytes(
+    [7, 3, 9, 1, 2, 2, 3] + list(range(24)) + [9, 11, 0, 1, 9, 3, 4, 1, 2, 1, 1, 5, 6]))
+put("fuzz_pickle_writer", "recipe_bad_array", bytes([9 | 0x80, 0, 1, 1, 0, 0x3C]))
+put("fuzz_pickle_writer", "recipe_bad_str", bytes([4, 3, 0x61, 0xED, 0xA0]))
+put("fuzz_pickle_writer", "recipe_deep", bytes([6, 1] * 66 + [2, 5]))
 
 # A micro Needle checkpoint in the official Flax layout (1 layer, d_model 16: every array the
 # exporter reads, a few KB) and a rank-1 adapter for the tiny geometry, for the training
