@@ -98,11 +98,27 @@ absl::StatusOr<PeftAdapter> Finetune(const NeedleNet& net, const WeightMap& base
   std::vector<size_t> train(order.begin() + n_val, order.end());
 
   // A ~ N(0, 1) / rank, B = 0: the merged model starts as the base.
+  // A target whose weights are zero in every layer (max |W| <= 1e-6) is left alone, as the
+  // official finetune leaves it: nothing there for a low-rank update to adjust.
+  std::vector<const char*> targets;
+  for (const char* proj : kTargets) {
+    double max_abs = 0;
+    for (uint32_t l = 0; l < g.num_layers; ++l)
+      max_abs = std::max(
+          max_abs, base.at(absl::StrFormat("layer%02u.%s", l, proj)).abs().max().item<double>());
+    if (max_abs > kDeadTargetMaxAbs)
+      targets.push_back(proj);
+    else
+      report->skipped_targets.push_back(proj);
+  }
+  if (targets.empty())
+    return absl::InvalidArgumentError(
+        "fine-tuning: every LoRA target (q/k/v/gate/out_proj) is zero in every layer");
   torch::manual_seed(opt.seed);
   std::vector<LoraParam> lora;
   std::vector<Tensor> params;
   for (uint32_t l = 0; l < g.num_layers; ++l) {
-    for (const char* proj : kTargets) {
+    for (const char* proj : targets) {
       LoraParam p;
       p.layer = l;
       p.proj = proj;

@@ -2,12 +2,14 @@
 // attention projections of every layer (q, k, v, gate, out), the base frozen, loss on the
 // target tokens only (train/finetune_data.h renders and masks), AdamW with warmup + cosine
 // decay and gradient clipping, a held-out split, and by default the forward on CQ
-// fake-quantized merged weights (the widths of the base file), so the adapter is trained for
-// the numerics the merged .cact will have.
+// fake-quantized merged weights (the widths of the base file, or one width), so the adapter
+// is trained for the numerics the merged .cact will have. Projections that are zero in every
+// layer get no adapter (kDeadTargetMaxAbs).
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,6 +19,10 @@
 #include "libtorch/needle_net.h"
 
 namespace cact::train {
+
+// A target projection whose weights never exceed this in any layer is not adapted (the
+// official lora_target_paths rule).
+inline constexpr double kDeadTargetMaxAbs = 1e-6;
 
 struct FinetuneOptions {
   uint32_t rank = 16;
@@ -37,6 +43,7 @@ struct FinetuneReport {
   int64_t steps = 0, max_len = 0;
   double val_loss_before = NAN, val_loss_after = NAN;  // masked target loss, mean over examples
   std::vector<double> epoch_train_loss, epoch_val_loss;
+  std::vector<std::string> skipped_targets;  // projections zero in every layer
   double seconds = 0;
 };
 

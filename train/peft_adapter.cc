@@ -68,6 +68,7 @@ std::string PeftConfigJson(const PeftAdapter& ad) {
 absl::Status WritePeftAdapter(const std::string& dir, const PeftAdapter& ad) {
   CACT_RETURN_IF_ERROR(Validate(dir, ad));
   Safetensors st;
+  st.metadata = ad.metadata;
   st.metadata["format"] = "pt";
   for (const PeftLoraPair& p : ad.pairs) {
     const std::string key = absl::StrCat(ad.key_prefix, "layers.", p.layer, ".self_attn.", p.proj);

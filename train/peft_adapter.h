@@ -4,6 +4,7 @@
 // and B [out, r] float32 (torch orientation), merge scale lora_alpha / r.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct PeftAdapter {
   std::vector<std::string> target_modules;  // empty: the projections of `pairs`, in order
   std::string base_model;                   // base_model_name_or_path
   std::string key_prefix = "base_model.model.model.";
+  // Extra safetensors metadata (e.g. the QAT metadata "qat_bits" / "qat_bits_map" and "seed",
+  // which `cact-quant lora` follows as `needle build` follows the official pickle's).
+  std::map<std::string, std::string> metadata;
   std::vector<PeftLoraPair> pairs;
 };
 

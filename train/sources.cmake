@@ -10,6 +10,7 @@ set(CACT_TRAIN_DATA_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/finetune_example.cc
   ${CMAKE_CURRENT_LIST_DIR}/geometry_spec.cc
   ${CMAKE_CURRENT_LIST_DIR}/loss_curve.cc
+  ${CMAKE_CURRENT_LIST_DIR}/official_adapter.cc
   ${CMAKE_CURRENT_LIST_DIR}/peft_adapter.cc
   ${CMAKE_CURRENT_LIST_DIR}/trained_model.cc
   ${CMAKE_CURRENT_LIST_DIR}/training_data.cc

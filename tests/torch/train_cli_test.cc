@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "formats/safetensors.h"
 #include "torch_test_util.h"
 
 namespace cact::testing {
@@ -131,6 +132,91 @@ TEST(FinetuneCli, AdapterTrainsAndMerges) {
   for (const char* p : {"layer00.q_proj", "layer01.out_proj", "layer01.gate_proj"})
     EXPECT_NE(diff.output.find(p), std::string::npos) << p;
   EXPECT_EQ(diff.output.find("\"embedding\""), std::string::npos) << diff.output.substr(0, 2000);
+}
+
+// The official trainer's adapter options: --qat-bits is recorded in the adapter (PEFT
+// metadata or the official pickle) and `cact-quant lora` deploys it; --format pickle writes
+// what Python's pickle.load reads as the official dict, and it merges to exactly the file the
+// same adapter in the PEFT layout gives (the layouts are transposes of each other); a
+// projection that is zero in every layer is not adapted.
+TEST(FinetuneCli, QatBitsAndTheOfficialPickle) {
+  TempDir dir;
+  ASSERT_EQ(cact::testing::Run(TrainCommand(dir, "")).exit_code, 0);
+  // k_proj zero in every layer: the official lora_target_paths leaves such a target out.
+  CommandResult dq = cact::testing::Run(Tool("cact-quant") + " dequant " + (dir / "m.cact") +
+                                        " -o " + (dir / "w.safetensors"));
+  ASSERT_EQ(dq.exit_code, 0) << dq.output;
+  absl::StatusOr<Safetensors> w = ReadSafetensors(dir / "w.safetensors");
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (FloatTensor& t : w->tensors)
+    if (t.name.find("k_proj") != std::string::npos) std::fill(t.data.begin(), t.data.end(), 0.0f);
+  ASSERT_TRUE(WriteSafetensors(dir / "z.safetensors", *w).ok());
+  CommandResult b = cact::testing::Run(Tool("cact-quant") + " build -q --weights " +
+                                       (dir / "z.safetensors") + " --base " + (dir / "m.cact") +
+                                       " -o " + (dir / "z.cact"));
+  ASSERT_EQ(b.exit_code, 0) << b.output;
+  std::ofstream jsonl(dir / "data.jsonl");
+  for (const char* c : {"Paris", "Oslo", "Lima", "Cairo", "Tokyo", "Perth", "Quito", "Seoul"})
+    jsonl << R"({"query":"Weather in )" << c << R"(?","tools":[{"name":"get_weather"}],)"
+          << R"("answers":[{"name":"get_weather","arguments":{"city":")" << c << R"("}}]})"
+          << "\n";
+  jsonl.close();
+  auto finetune = [&](const std::string& flags, const std::string& out) {
+    return cact::testing::Run(Tool("cact-torch") + " finetune " + (dir / "z.cact") + " --data " +
+                              (dir / "data.jsonl") + " -o " + (dir / out) +
+                              " --epochs 1 --batch 4 --lr 1e-2 --rank 2 --alpha 4 --seed 3 -t 1 -q " +
+                              flags);
+  };
+  CommandResult pk = finetune("--qat-bits 4 --format pickle", "a.pkl");
+  ASSERT_EQ(pk.exit_code, 0) << pk.output;
+  EXPECT_NE(pk.output.find("k_proj: zero in every layer, not adapted"), std::string::npos)
+      << pk.output;
+  CommandResult peft = finetune("--qat-bits 4", "peft");
+  ASSERT_EQ(peft.exit_code, 0) << peft.output;
+
+  // Python's own unpickler sees the official structure.
+  CommandResult py = cact::testing::Run(
+      std::string(CACT_PYTHON) + " -c \"import pickle,sys; d=pickle.load(open(sys.argv[1],'rb')); "
+      "print(list(d)); print(d['qat_bits'], d['qat_bits_map'], d['seed'], d['rank'], d['scale']); "
+      "[print(k, list(v), v['A'].dtype, v['A'].shape, v['B'].shape) for k, v in d['lora'].items()]\" " +
+      (dir / "a.pkl"));
+  ASSERT_EQ(py.exit_code, 0) << py.output;
+  EXPECT_NE(py.output.find("['lora', 'scale', 'base', 'rank', 'qat_bits', 'qat_bits_map', 'seed']"),
+            std::string::npos)
+      << py.output;
+  EXPECT_NE(py.output.find("4 None 3 2 2.0"), std::string::npos) << py.output;
+  EXPECT_NE(py.output.find("stack/layers/block/self_attn/q_proj/kernel ['A', 'B'] float32 (2, "),
+            std::string::npos)
+      << py.output;
+  EXPECT_EQ(py.output.find("k_proj"), std::string::npos) << py.output;
+
+  // Both layouts carry the metadata, and merge to the same bytes at W4.
+  auto lora = [&](const std::string& adapter, const std::string& out) {
+    return cact::testing::Run(Tool("cact-quant") + " lora --json " + (dir / "z.cact") +
+                              " --adapter " + adapter + " -o " + (dir / out));
+  };
+  CommandResult from_pickle = lora(dir / "a.pkl", "p.cact");
+  ASSERT_EQ(from_pickle.exit_code, 0) << from_pickle.output;
+  EXPECT_EQ(nlohmann::json::parse(from_pickle.output)["scheme_source"],
+            "the adapter's QAT metadata (qat_bits 4)");
+  CommandResult from_peft = lora(dir / "peft", "q.cact");
+  ASSERT_EQ(from_peft.exit_code, 0) << from_peft.output;
+  EXPECT_EQ(ReadAll(dir / "p.cact"), ReadAll(dir / "q.cact"));
+
+  // auto records the base's own widths (the merge keeps them); none records nothing.
+  CommandResult autoq = finetune("", "auto");
+  ASSERT_EQ(autoq.exit_code, 0) << autoq.output;
+  CommandResult m = lora(dir / "auto", "auto.cact");
+  ASSERT_EQ(m.exit_code, 0) << m.output;
+  EXPECT_EQ(nlohmann::json::parse(m.output)["scheme_source"],
+            "the adapter's QAT metadata (qat_bits_map)");
+  CommandResult none = finetune("--qat-bits none", "none");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  CommandResult n = lora(dir / "none", "none.cact");
+  ASSERT_EQ(n.exit_code, 0) << n.output;
+  EXPECT_EQ(nlohmann::json::parse(n.output)["scheme_source"], "base file widths");
+  CommandResult bad = finetune("--qat-bits 3", "bad");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
 }
 
 }  // namespace

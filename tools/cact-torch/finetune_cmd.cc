@@ -12,6 +12,8 @@
 #include "tools/cact-torch/commands.h"
 #include "tools/common/cli.h"
 #include "train/finetune_data.h"
+#include "train/official_adapter.h"
+#include "quant/scheme_inference.h"
 
 namespace cact::torch_tool {
 
@@ -26,7 +28,8 @@ void FinetuneCommand::Add(CLI::App& app) {
       "MERGED.cact");
   sub_->add_option("base", base_, "base .cact")->required();
   sub_->add_option("--data", data_, "fine-tuning examples (.jsonl)")->required();
-  sub_->add_option("-o,--output", output_, "adapter directory (PEFT layout)")->required();
+  sub_->add_option("-o,--output", output_, "adapter directory (PEFT) or file (--format pickle)")
+      ->required();
   sub_->add_option("--rank", opt_.rank, "LoRA rank (default 16)")
       ->check(tools::WholeIn(1, 4096));
   sub_->add_option("--alpha", opt_.alpha, "LoRA alpha; merge scale alpha/rank (default 32)")
@@ -45,7 +48,15 @@ void FinetuneCommand::Add(CLI::App& app) {
       ->check(tools::WholeIn(2, UINT32_MAX));
   sub_->add_option("--seed", opt_.seed, "adapter init, split and order (default 0)")
       ->check(tools::WholeIn(0, UINT64_MAX));
-  sub_->add_flag("--no-qat", no_qat_, "train on float merged weights, not CQ fake-quantized ones");
+  sub_->add_option("--qat-bits", qat_bits_,
+                   "numerics trained through, recorded in the adapter: auto (the base's widths), "
+                   "none (float), 2 or 4 (every CQ matrix at that width) (default auto)")
+      ->check(CLI::IsMember({"auto", "none", "2", "4"}));
+  sub_->add_flag("--no-qat", no_qat_, "deprecated: --qat-bits none")->group("");
+  sub_->add_option("--format", format_,
+                   "peft: a PEFT directory (-o DIR); pickle: the official adapter pickle "
+                   "(-o FILE.pkl), which `needle build --lora` reads (default peft)")
+      ->check(CLI::IsMember({"peft", "pickle"}));
   sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)")
       ->check(tools::WholeIn(0, 256));
   sub_->add_flag("-q,--quiet", quiet_, "no progress lines");
@@ -78,9 +89,20 @@ int FinetuneCommand::Run() {
   if (!st.ok()) return Fail(st.status());
   auto base = train::FromSafetensors(*st, g, base_);
   if (!base.ok()) return Fail(base.status());
-  opt_.qat = !no_qat_;
+  // The numerics, as the official --qat-bits: auto trains through the base's own widths
+  // (recorded as its bits map), a width through every CQ matrix at that width.
+  if (no_qat_) qat_bits_ = "none";
+  opt_.qat = qat_bits_ != "none";
+  std::optional<int64_t> qat_bits;
+  std::optional<std::string> qat_bits_map;
   for (const TensorEntry& t : file->tensors())
     if (t.is_cq()) opt_.widths.bits[t.name] = t.record.bits;
+  if (qat_bits_ == "auto") {
+    qat_bits_map = InferScheme(*file);
+  } else if (qat_bits_ != "none") {
+    qat_bits = std::stoi(qat_bits_);
+    for (auto& [name, bits] : opt_.widths.bits) bits = uint32_t(*qat_bits);
+  }
   const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
   torch::set_num_threads(pools.total);
 
@@ -88,8 +110,13 @@ int FinetuneCommand::Run() {
                set->examples.size(), set->skipped, max_len);
   std::fprintf(stderr, "lora: rank %u, alpha %g, q/k/v/gate/out of %u layers; numerics: %s\n",
                opt_.rank, opt_.alpha, g.num_layers,
-               opt_.qat ? "CQ fake-quantized merged weights (the base's widths), straight-through"
-                        : "float merged weights");
+               qat_bits_map ? absl::StrFormat("CQ fake-quantized merged weights (the base's "
+                                              "widths, %s), straight-through",
+                                              *qat_bits_map).c_str()
+               : qat_bits   ? absl::StrFormat("CQ fake-quantized merged weights (W%d), "
+                                              "straight-through",
+                                              *qat_bits).c_str()
+                            : "float merged weights");
   train::NeedleNet net(g);
   train::FinetuneReport report;
   auto progress = [&](int64_t step, int64_t total, double loss) {
@@ -99,20 +126,41 @@ int FinetuneCommand::Run() {
   auto adapter = train::Finetune(net, *base, encoded, opt_, &report, progress);
   if (!adapter.ok()) return Fail(adapter.status());
   adapter->base_model = base_;
-  if (auto s = train::WritePeftAdapter(output_, *adapter); !s.ok()) return Fail(s);
+  if (qat_bits) adapter->metadata["qat_bits"] = std::to_string(*qat_bits);
+  if (qat_bits_map) adapter->metadata["qat_bits_map"] = *qat_bits_map;
+  adapter->metadata["seed"] = std::to_string(opt_.seed);
+  if (format_ == "pickle") {
+    if (auto s = train::WriteOfficialAdapter(
+            output_, *adapter,
+            {.base = base_, .qat_bits = qat_bits, .qat_bits_map = qat_bits_map,
+             .seed = int64_t(opt_.seed)});
+        !s.ok())
+      return Fail(s);
+  } else if (auto s = train::WritePeftAdapter(output_, *adapter); !s.ok()) {
+    return Fail(s);
+  }
 
   std::printf("fine-tuned %lld steps on %zu examples (%zu held out) in %.1f s\n",
               (long long)report.steps, report.train_examples, report.val_examples, report.seconds);
+  for (const std::string& t : report.skipped_targets)
+    std::printf("%s: zero in every layer, not adapted\n", t.c_str());
   for (size_t e = 0; e < report.epoch_val_loss.size(); ++e)
     std::printf("epoch %zu: train loss %.4f, held-out loss %.4f\n", e + 1,
                 report.epoch_train_loss[e], report.epoch_val_loss[e]);
   std::printf("held-out target loss: %.4f before, %.4f after\n", report.val_loss_before,
               report.val_loss_after);
-  std::printf("wrote %s/%s and %s/%s\n", output_.c_str(), train::kPeftWeightsFile, output_.c_str(),
-              train::kPeftConfigFile);
-  std::printf("merge: cact-quant lora %s --adapter %s/%s --adapter-config %s/%s -o MERGED.cact\n",
-              base_.c_str(), output_.c_str(), train::kPeftWeightsFile, output_.c_str(),
-              train::kPeftConfigFile);
+  if (format_ == "pickle") {
+    std::printf("wrote %s (official adapter pickle)\n", output_.c_str());
+    std::printf("merge: cact-quant lora %s --adapter %s -o MERGED.cact\n", base_.c_str(),
+                output_.c_str());
+  } else {
+    std::printf("wrote %s/%s and %s/%s\n", output_.c_str(), train::kPeftWeightsFile,
+                output_.c_str(), train::kPeftConfigFile);
+    std::printf(
+        "merge: cact-quant lora %s --adapter %s/%s --adapter-config %s/%s -o MERGED.cact\n",
+        base_.c_str(), output_.c_str(), train::kPeftWeightsFile, output_.c_str(),
+        train::kPeftConfigFile);
+  }
   std::printf("total %.1f s\n", clock.Seconds());
   return 0;
 }
