@@ -66,18 +66,28 @@ absl::StatusOr<FinetuneSet> ReadFinetuneJsonl(const std::string& path) {
   return ParseFinetuneJsonl(text, path);
 }
 
-RenderedExample RenderExample(const FinetuneExample& example) {
+RenderedExample RenderExample(const FinetuneExample& example, ChatTemplate t) {
+  // Printed JSON was kept in the ensure_ascii=False form; a verbatim string is never escaped.
+  const auto json_for = [t](const std::string& json, bool verbatim) {
+    return ChatTemplateEnsuresAscii(t) && !verbatim ? PythonJsonEnsureAscii(json) : json;
+  };
   RenderedExample r;
-  r.prompt = RenderChatText(example.tools_json, example.query, PyStrip(example.system));
-  const std::string_view reasoning = PyStrip(example.reasoning);
-  if (!reasoning.empty()) ((r.target = "<think>\n") += reasoning) += "\n</think>\n";
-  absl::StrAppend(&r.target, "<tool_call>", example.answers_json, "</tool_call><|im_end|>");
+  r.prompt = RenderChatText(json_for(example.tools_json, example.tools_verbatim), example.query,
+                            example.system, t);
+  if (t == ChatTemplate::kV2_0_9) {
+    absl::StrAppend(&r.target, "<think>", example.reasoning, "</think>\n");
+  } else if (const std::string_view reasoning = PyStrip(example.reasoning); !reasoning.empty()) {
+    ((r.target = "<think>\n") += reasoning) += "\n</think>\n";
+  }
+  absl::StrAppend(&r.target, "<tool_call>",
+                  json_for(example.answers_json, example.answers_verbatim),
+                  "</tool_call><|im_end|>");
   return r;
 }
 
 EncodedExample EncodeExample(const Tokenizer& tokenizer, const FinetuneExample& example,
-                             size_t max_len) {
-  const RenderedExample r = RenderExample(example);
+                             size_t max_len, ChatTemplate t) {
+  const RenderedExample r = RenderExample(example, t);
   const std::vector<int32_t> prompt = tokenizer.Encode(r.prompt);
   const std::vector<int32_t> target = tokenizer.Encode(r.target);
   EncodedExample e;
@@ -94,16 +104,16 @@ EncodedExample EncodeExample(const Tokenizer& tokenizer, const FinetuneExample& 
   return e;
 }
 
-size_t EncodedLength(const Tokenizer& tokenizer, const FinetuneExample& example) {
-  const RenderedExample r = RenderExample(example);
+size_t EncodedLength(const Tokenizer& tokenizer, const FinetuneExample& example, ChatTemplate t) {
+  const RenderedExample r = RenderExample(example, t);
   return tokenizer.Encode(r.prompt).size() + tokenizer.Encode(r.target).size() + 2;
 }
 
 size_t FitMaxLen(const Tokenizer& tokenizer, const std::vector<FinetuneExample>& examples,
-                 size_t cap) {
+                 size_t cap, ChatTemplate t) {
   size_t longest = 0;
   for (const FinetuneExample& ex : examples)
-    longest = std::max(longest, EncodedLength(tokenizer, ex));
+    longest = std::max(longest, EncodedLength(tokenizer, ex, t));
   size_t bucket = 128;
   while (bucket < std::min(longest, cap)) bucket *= 2;
   return std::min(bucket, cap);

@@ -1,6 +1,15 @@
 // Fine-tuning examples for `cact-torch finetune`, read and rendered exactly as the official
 // needle/model/finetune.py does (read_examples, from_chat, render_example, _encode,
-// fit_max_len), so a JSONL file trains on the same token ids here as there.
+// fit_max_len), so a JSONL file trains on the same token ids here as there. Rendering follows
+// one of two releases of render_example (ChatTemplate, engine/text/chat_template.h):
+//  - v2.0.12 (the default): tools/answers as json.dumps(..., ensure_ascii=False); reasoning
+//    and system stripped (str.strip()); the system turn only when non-empty; the think block
+//    "<think>\n{reasoning}\n</think>\n" only when reasoning is non-empty;
+//  - v2.0.9: tools/answers with ensure_ascii=True (non-ASCII as \uxxxx); reasoning and system
+//    as given; the system turn when the text is non-empty; the think block always, as
+//    "<think>{reasoning}</think>\n". A null (or other false) reasoning, on which v2.0.9
+//    raises TypeError, renders as an absent one does: "<think></think>\n".
+//  A string "tools"/"answers" is inserted verbatim by both.
 //
 // Reading (one JSON object a line; lines split at \n, \r\n or \r as Python's text mode does,
 // stripped as str.strip() does, blank lines ignored):
@@ -22,6 +31,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/text/chat_template.h"
 #include "engine/text/tokenizer.h"
 
 namespace cact::train {
@@ -33,9 +43,11 @@ struct FinetuneExample {
   std::string query;
   std::string tools_json;    // compact JSON as json.dumps(separators=(",",":"),
   std::string answers_json;  // ensure_ascii=False) prints it; a string value verbatim
-  std::string reasoning;     // as given (stripped when rendered)
-  std::string system;        // as given (stripped when rendered)
+  std::string reasoning;     // as given (v2.0.12 strips it when rendering)
+  std::string system;        // as given (v2.0.12 strips it when rendering)
   size_t line = 0;           // 1-based line in the file
+  // The line gave a string: inserted as is by every template (v2.0.9 escapes printed JSON).
+  bool tools_verbatim = false, answers_verbatim = false;
 };
 
 struct FinetuneSet {
@@ -50,10 +62,10 @@ absl::StatusOr<FinetuneSet> ParseFinetuneJsonl(std::string_view text, const std:
 
 struct RenderedExample {
   std::string prompt;  // [system turn] user turn with <tools>, then "<|im_start|>assistant\n"
-  std::string
-      target;  // [<think>\n{reasoning}\n</think>\n]<tool_call>{answers}</tool_call><|im_end|>
+  std::string target;  // [think block]<tool_call>{answers}</tool_call><|im_end|>
 };
-RenderedExample RenderExample(const FinetuneExample& example);
+RenderedExample RenderExample(const FinetuneExample& example,
+                              ChatTemplate t = kDefaultChatTemplate);
 
 struct EncodedExample {
   std::vector<int32_t> ids;      // BOS + Encode(prompt) + Encode(target) + EOS, cut and padded
@@ -62,11 +74,12 @@ struct EncodedExample {
 // Each part is encoded on its own (each with SentencePiece's dummy prefix, as the official
 // tokenizer.encode does), then cut to `max_len` and padded with pad ids / 0.
 EncodedExample EncodeExample(const Tokenizer& tokenizer, const FinetuneExample& example,
-                             size_t max_len);
+                             size_t max_len, ChatTemplate t = kDefaultChatTemplate);
 // Unpadded length of an example: Encode(prompt) + Encode(target) + 2.
-size_t EncodedLength(const Tokenizer& tokenizer, const FinetuneExample& example);
+size_t EncodedLength(const Tokenizer& tokenizer, const FinetuneExample& example,
+                     ChatTemplate t = kDefaultChatTemplate);
 // The longest example rounded up to a power of two >= 128, at most `cap` (fit_max_len).
 size_t FitMaxLen(const Tokenizer& tokenizer, const std::vector<FinetuneExample>& examples,
-                 size_t cap);
+                 size_t cap, ChatTemplate t = kDefaultChatTemplate);
 
 }  // namespace cact::train

@@ -1,8 +1,7 @@
 #include "train/finetune_example.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
+#include "engine/text/chat_template.h"
 #include "engine/text/python_json.h"
 #include "lib/status.h"
 
@@ -46,9 +45,11 @@ absl::StatusOr<std::string> OptionalText(const Json& v, const std::string& where
   return v.get<std::string>();
 }
 
-// tools / answers: a string is taken verbatim, an array is printed as json.dumps prints it.
+// tools / answers: a string is taken verbatim (`*verbatim`), an array is printed as
+// json.dumps prints it with ensure_ascii=False (RenderExample escapes it for v2.0.9).
 absl::StatusOr<std::string> CompactField(const Json& v, const std::string& where,
-                                         std::string_view field) {
+                                         std::string_view field, bool* verbatim) {
+  *verbatim = v.is_string();
   if (v.is_string()) return v.get<std::string>();
   if (!v.is_array()) return FieldError(where, field, "must be an array or a string");
   return PythonJsonDumps(v);
@@ -142,51 +143,9 @@ absl::StatusOr<std::optional<FinetuneExample>> FromChat(const Json& line, const 
   return ex;
 }
 
-bool IsSpace(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
-}
-
-// The code point of the well-formed UTF-8 sequence `s` (1 to 3 bytes, shortest form), or -1.
-int64_t CodePoint(std::string_view s) {
-  const auto b = [&](size_t i) { return uint32_t(uint8_t(s[i])); };
-  for (size_t i = 1; i < s.size(); ++i)
-    if ((b(i) & 0xC0) != 0x80) return -1;
-  if (s.size() == 1 && b(0) < 0x80) return b(0);
-  if (s.size() == 2 && (b(0) & 0xE0) == 0xC0) {
-    const uint32_t c = ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
-    return c >= 0x80 ? c : -1;
-  }
-  if (s.size() == 3 && (b(0) & 0xF0) == 0xE0) {
-    const uint32_t c = ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
-    return c >= 0x800 ? c : -1;
-  }
-  return -1;  // 4-byte characters are never whitespace
-}
-
-size_t CharLength(uint8_t lead) {
-  return lead < 0x80 ? 1 : (lead & 0xE0) == 0xC0 ? 2 : (lead & 0xF0) == 0xE0 ? 3 : 4;
-}
-
 }  // namespace
 
-std::string_view PyStrip(std::string_view s) {
-  while (!s.empty()) {
-    const size_t n = std::min(CharLength(uint8_t(s[0])), s.size());
-    const int64_t c = CodePoint(s.substr(0, n));
-    if (c < 0 || !IsSpace(uint32_t(c))) break;
-    s.remove_prefix(n);
-  }
-  while (!s.empty()) {
-    size_t n = 1;  // back over continuation bytes to the lead byte
-    while (n < s.size() && n < 4 && (uint8_t(s[s.size() - n]) & 0xC0) == 0x80) ++n;
-    const int64_t c = CodePoint(s.substr(s.size() - n));
-    if (c < 0 || !IsSpace(uint32_t(c))) break;
-    s.remove_suffix(n);
-  }
-  return s;
-}
+std::string_view PyStrip(std::string_view s) { return PythonStrip(s); }
 
 absl::StatusOr<std::optional<FinetuneExample>> ExampleFromJson(const Json& line,
                                                                const std::string& where) {
@@ -203,7 +162,7 @@ absl::StatusOr<std::optional<FinetuneExample>> ExampleFromJson(const Json& line,
   FinetuneExample ex;
   ex.query = query->get<std::string>();
   if (const Json* t = Find(line, "tools")) {
-    CACT_ASSIGN_OR_RETURN(ex.tools_json, CompactField(*t, where, "tools"));
+    CACT_ASSIGN_OR_RETURN(ex.tools_json, CompactField(*t, where, "tools", &ex.tools_verbatim));
   } else {
     ex.tools_json = "[]";
   }
@@ -211,7 +170,8 @@ absl::StatusOr<std::optional<FinetuneExample>> ExampleFromJson(const Json& line,
                             : Find(line, "function_calls") ? "function_calls"
                                                            : nullptr;
   if (answers_key) {
-    CACT_ASSIGN_OR_RETURN(ex.answers_json, CompactField(line[answers_key], where, answers_key));
+    CACT_ASSIGN_OR_RETURN(
+        ex.answers_json, CompactField(line[answers_key], where, answers_key, &ex.answers_verbatim));
   } else {
     ex.answers_json = "[]";
   }

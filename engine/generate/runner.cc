@@ -57,8 +57,8 @@ absl::StatusOr<Prompt> BuildPrompt(const RunRequest& req, const Tokenizer* tok) 
   if (!req.tools_json || !req.query) return BadRequest("tool declarations and a query go together");
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  CACT_ASSIGN_OR_RETURN(ChatPrompt chat,
-                        BuildChatPrompt(*tok, *req.tools_json, *req.query, system));
+  CACT_ASSIGN_OR_RETURN(ChatPrompt chat, BuildChatPrompt(*tok, *req.tools_json, *req.query, system,
+                                                         req.chat_template));
   p.ids = std::move(chat.ids);
   p.chat = true;
   p.tools_prefix = chat.tools_prefix;

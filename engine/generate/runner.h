@@ -31,6 +31,9 @@ struct RunRequest {
   std::optional<std::string> tools_json;  // raw JSON text of the tool declarations
   std::optional<std::string> query, system;
   std::optional<ChatPrompt> chat_prompt;
+  // The release of the chat template that renders tools_json/query/system, and a tool
+  // call's prompt (engine/toolcall/tool_call_runner.h).
+  ChatTemplate chat_template = kDefaultChatTemplate;
 
   uint32_t max_new_tokens = 0;
   bool ignore_eos = false;  // keep generating past EOS / <|im_end|> (benchmarks, memory checks)

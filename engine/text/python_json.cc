@@ -5,13 +5,14 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "lib/utf8.h"
 
 namespace cact {
 namespace {
 
 using Json = nlohmann::ordered_json;
 
-void Dump(const Json& v, std::string* out) {
+void Dump(const Json& v, bool ascii, std::string* out) {
   switch (v.type()) {
     case Json::value_t::array: {
       *out += '[';
@@ -19,7 +20,7 @@ void Dump(const Json& v, std::string* out) {
       for (const Json& e : v) {
         if (!first) *out += ',';
         first = false;
-        Dump(e, out);
+        Dump(e, ascii, out);
       }
       *out += ']';
       return;
@@ -30,9 +31,9 @@ void Dump(const Json& v, std::string* out) {
       for (auto it = v.begin(); it != v.end(); ++it) {
         if (!first) *out += ',';
         first = false;
-        *out += Json(it.key()).dump(-1, ' ', false);
+        *out += Json(it.key()).dump(-1, ' ', ascii, Json::error_handler_t::replace);
         *out += ':';
-        Dump(it.value(), out);
+        Dump(it.value(), ascii, out);
       }
       *out += '}';
       return;
@@ -40,8 +41,9 @@ void Dump(const Json& v, std::string* out) {
     case Json::value_t::number_float:
       *out += PythonFloatRepr(v.get<double>());
       return;
-    default:  // null, booleans, integers and strings print as Python prints them
-      *out += v.dump(-1, ' ', false, Json::error_handler_t::replace);
+    default:  // null, booleans, integers and strings print as Python prints them (nlohmann's
+              // ensure_ascii escapes from U+007F on, lowercase, with surrogate pairs: as Python)
+      *out += v.dump(-1, ' ', ascii, Json::error_handler_t::replace);
   }
 }
 
@@ -114,9 +116,43 @@ std::string PythonFloatRepr(double v) {
   return out + (exp10 < 0 ? "e-" : "e+") + (a < 10 ? "0" : "") + std::to_string(a);
 }
 
-std::string PythonJsonDumps(const Json& value) {
+std::string PythonJsonDumps(const Json& value, bool ensure_ascii) {
   std::string out;
-  Dump(value, &out);
+  Dump(value, ensure_ascii, &out);
+  return out;
+}
+
+std::string PythonJsonEnsureAscii(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&out](uint32_t unit) {
+    constexpr char kHex[] = "0123456789abcdef";
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(unit >> shift) & 0xF];
+  };
+  for (size_t i = 0; i < text.size();) {
+    const uint8_t b = uint8_t(text[i]);
+    if (b < 0x7F) {
+      out += char(b);
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8CharLength(text, i);
+    if (n == 0) {
+      escape(0xFFFD);
+      ++i;
+      continue;
+    }
+    uint32_t c = n == 1 ? b : b & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) c = (c << 6) | (uint8_t(text[i + k]) & 0x3F);
+    if (c > 0xFFFF) {
+      escape(0xD800 + ((c - 0x10000) >> 10));
+      escape(0xDC00 + ((c - 0x10000) & 0x3FF));
+    } else {
+      escape(c);
+    }
+    i += n;
+  }
   return out;
 }
 

@@ -1,7 +1,8 @@
-// JSON text exactly as Python's json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-// prints it: the official renderer's form of tools and answers. nlohmann's own dump differs
-// for floats in [1e15, 1e16) (it switches to an exponent one digit early), so floats are
-// printed here with Python's repr rules; strings and integers print the same in both.
+// JSON text exactly as Python's json.dumps(value, separators=(",", ":")) prints it, with
+// ensure_ascii off (the official renderer since v2.0.12) or on (v2.0.9 and Python's default).
+// nlohmann's own dump differs for floats in [1e15, 1e16) (it switches to an exponent one digit
+// early), so floats are printed here with Python's repr rules; strings and integers print the
+// same in both.
 #pragma once
 #include <string>
 #include <string_view>
@@ -11,8 +12,15 @@
 
 namespace cact {
 
-// Compact, key order kept, non-ASCII kept, floats as Python's repr (1.0, 1e+20, 1e-05).
-std::string PythonJsonDumps(const nlohmann::ordered_json& value);
+// Compact, key order kept, floats as Python's repr (1.0, 1e+20, 1e-05). Strings keep
+// non-ASCII as UTF-8, or with `ensure_ascii` escape every character past U+007E as \uxxxx
+// (lowercase hex; a surrogate pair beyond U+FFFF), as Python does.
+std::string PythonJsonDumps(const nlohmann::ordered_json& value, bool ensure_ascii = false);
+
+// The ensure_ascii=True text of JSON that was printed with ensure_ascii=False: JSON is ASCII
+// outside its strings, so escaping each character past U+007E is the whole difference.
+// Idempotent; a byte that starts no well-formed UTF-8 character becomes \ufffd.
+std::string PythonJsonEnsureAscii(std::string_view json_text);
 
 // A float as Python's repr(float): the shortest round-trip digits, fixed notation for
 // decimal exponents in [-4, 16), else d[.ddd]e[+-]XX; integral fixed values end in ".0".

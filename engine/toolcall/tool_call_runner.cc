@@ -45,7 +45,8 @@ absl::StatusOr<Retrieval> RetrieveTools(const ToolCallRequest& req, const ToolCa
   // What the prompt costs without any tool, and what each declaration adds.
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  CACT_ASSIGN_OR_RETURN(const ChatPrompt bare, EncodeChatPrompt(tok, "[]", req.query, system));
+  const ChatTemplate t = req.run.chat_template;
+  CACT_ASSIGN_OR_RETURN(const ChatPrompt bare, EncodeChatPrompt(tok, "[]", req.query, system, t));
   const int64_t room =
       int64_t(model.max_seq_len()) - int64_t(bare.ids.size()) - int64_t(req.run.max_new_tokens);
   if (room <= 0)
@@ -56,7 +57,7 @@ absl::StatusOr<Retrieval> RetrieveTools(const ToolCallRequest& req, const ToolCa
   std::vector<std::string> declarations(n);
   std::vector<size_t> cost(n);
   for (size_t i = 0; i < n; ++i) {
-    declarations[i] = PythonJsonDumps(catalog.declarations[i]);
+    declarations[i] = PythonJsonDumps(catalog.declarations[i], ChatTemplateEnsuresAscii(t));
     cost[i] = tok.Encode(declarations[i]).size() + 1;
   }
 
@@ -192,7 +193,8 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
   Stopwatch tokenize_clock;
   std::optional<std::string_view> system;
   if (req.system) system = *req.system;
-  CACT_ASSIGN_OR_RETURN(ChatPrompt prompt, EncodeChatPrompt(tok, kept_json, req.query, system));
+  CACT_ASSIGN_OR_RETURN(ChatPrompt prompt,
+                        EncodeChatPrompt(tok, kept_json, req.query, system, req.run.chat_template));
   const double tokenize_ms = tokenize_clock.Millis();
   const ToolCallGrammar grammar(std::move(kept_catalog));
   const VocabularyTrie trie(tok);

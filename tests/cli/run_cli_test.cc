@@ -2,6 +2,7 @@
 // the official decode (1e-4 x std, as the engine tests), window/sink flags, greedy
 // generation is the argmax chain of the reference logits, the chat template agrees with the
 // official renderer (Python oracle), --validate, timing report, and bad input exits 2.
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -221,6 +222,64 @@ TEST(RunCli, ChatTemplateMatchesTheOfficialRendererAndPinsTheTools) {
   ASSERT_EQ(w.exit_code, 0) << w.err;
   EXPECT_EQ(nlohmann::json::parse(w.out).at("sink"), 3);
   EXPECT_EQ(nlohmann::json::parse(w.out).at("window"), 9);
+}
+
+// --template picks the release of the chat template: v2.0.9 prints the tools with
+// ensure_ascii (json.dumps' default) and keeps the system text as given. The prompt ids of
+// each against Python's rendering with libsentencepiece.
+TEST(RunCli, TemplateFlagSelectsTheChatTemplate) {
+  TempDir dir;
+  const std::string tools = dir / "tools.json";
+  const std::string decl = R"([{"name": "get_weather", "description": "Wetter in Zürich 😀"}])";
+  testing::WriteAll(tools, std::vector<uint8_t>(decl.begin(), decl.end()));
+  const std::string oracle =
+      "import json, sys\n"
+      "import sentencepiece as spm\n"
+      "sp = spm.SentencePieceProcessor(model_file=sys.argv[1])\n"
+      "tools = json.load(open(sys.argv[2], encoding='utf-8'))\n"
+      "ascii, system = sys.argv[3] == 'v2.0.9', sys.argv[4]\n"
+      "system = system if ascii else system.strip()\n"
+      "text = ('<|im_start|>system\\n' + system + '<|im_end|>\\n') if system else ''\n"
+      "text += ('<|im_start|>user\\n<tools>' + json.dumps(tools, separators=(',', ':'),\n"
+      "         ensure_ascii=ascii) + '</tools>\\nhi<|im_end|>\\n<|im_start|>assistant\\n')\n"
+      "print(json.dumps([2] + sp.encode(text)))\n";
+  testing::WriteAll(dir / "oracle.py", std::vector<uint8_t>(oracle.begin(), oracle.end()));
+  const std::string model = Fixture("tiny", "model.cact");
+  auto ids = [&](const std::string& flag, const std::string& name, const std::string& system) {
+    auto want = testing::Run(testing::Python() + " " + (dir / "oracle.py") + " " +
+                             Fixture("tiny", "tokenizer.model") + " " + tools + " " + name + " '" +
+                             system + "'");
+    EXPECT_EQ(want.exit_code, 0) << want.output;
+    nlohmann::json got;
+    // Both ways a tools prompt is rendered: path validation and tool-call decoding.
+    for (const char* mode : {" --validate -n 1", " -n 16"}) {
+      auto r = RunSplit(model + " --tools " + tools + " --query hi --system '" + system + "'" +
+                        mode + " --json" + flag);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      got = nlohmann::json::parse(r.out).at("prompt_ids");
+      EXPECT_EQ(got, nlohmann::json::parse(want.output)) << name << flag << mode;
+    }
+    return got;
+  };
+  const auto by_default = ids("", "v2.0.12", " sys ");
+  EXPECT_EQ(ids(" --template v2.0.12", "v2.0.12", " sys "), by_default);
+  EXPECT_NE(ids(" --template v2.0.9", "v2.0.9", " sys "), by_default);
+  ids(" --template v2.0.9", "v2.0.9", "");
+
+  auto help = RunSplit("--help");
+  EXPECT_NE(help.out.find("--template"), std::string::npos);
+  EXPECT_NE(help.out.find("=v2.0.12"), std::string::npos) << "the default is named";
+  // A bad name: one line, exit 2 (eval too).
+  for (const std::string& args : {model + " --template v3 --tools " + tools + " --query hi",
+                                  "eval " + model + " -f " + tools + " --template v3"}) {
+    auto r = RunSplit(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("--template: unknown chat template \"v3\" (accepted: v2.0.12, v2.0.9)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
 }
 
 // Limits past max_seq_len are refused when given; a default adapts (validate's 64 steps stop

@@ -210,13 +210,17 @@ TEST(FinetuneCli, QatBitsAndTheOfficialPickle) {
   ASSERT_EQ(m.exit_code, 0) << m.output;
   EXPECT_EQ(nlohmann::json::parse(m.output)["scheme_source"],
             "the adapter's QAT metadata (qat_bits_map)");
-  CommandResult none = finetune("--qat-bits none", "none");
+  CommandResult none = finetune("--qat-bits none --template v2.0.9", "none");
   ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_NE(none.output.find("template v2.0.9"), std::string::npos) << none.output;
   CommandResult n = lora(dir / "none", "none.cact");
   ASSERT_EQ(n.exit_code, 0) << n.output;
   EXPECT_EQ(nlohmann::json::parse(n.output)["scheme_source"], "base file widths");
-  CommandResult bad = finetune("--qat-bits 3", "bad");
-  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  for (const char* flags : {"--qat-bits 3", "--template v3", "--format npz"}) {
+    CommandResult bad = finetune(flags, "bad");
+    EXPECT_EQ(bad.exit_code, 2) << flags << bad.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "bad")) << flags;
+  }
 }
 
 }  // namespace

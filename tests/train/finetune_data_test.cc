@@ -38,34 +38,132 @@ nlohmann::json RunPython(const std::string& args) {
   return nlohmann::json::parse(r.output);
 }
 
-TEST(FinetuneData, MatchesTheOfficialRenderAndEncode) {
+// The v2.0.9 render_example (ensure_ascii JSON, nothing stripped, the think block always),
+// plugged into render_oracle.py's reader and encoder. A null reasoning, on which v2.0.9
+// raises, renders as an absent one: cact's documented choice (train/finetune_data.h).
+constexpr const char* kOracleV2_0_9 = R"(import json, sys
+sys.path.insert(0, sys.argv.pop(1))
+import render_oracle as o
+
+def dumps(value):
+    return json.dumps(value, separators=(",", ":"))
+
+def render(example):
+    tools = example.get("tools", [])
+    answers = example.get("answers", example.get("function_calls", []))
+    reasoning = example.get("reasoning", "")
+    reasoning = "" if reasoning is None else reasoning
+    system = example.get("system", "")
+    prompt = (o.IM_START + "system\n" + system + o.IM_END + "\n") if system else ""
+    prompt += (o.IM_START + "user\n" + o.TOOLS_START
+               + (tools if isinstance(tools, str) else dumps(tools)) + o.TOOLS_END + "\n"
+               + example["query"] + o.IM_END + "\n" + o.IM_START + "assistant\n")
+    target = (o.THINK_START + reasoning + o.THINK_END + "\n" + o.TOOL_CALL_START
+              + (answers if isinstance(answers, str) else dumps(answers))
+              + o.TOOL_CALL_END + o.IM_END)
+    return prompt, target
+
+o.render = render
+o.main()
+)";
+
+// Lines that tell the two templates apart: non-ASCII (a BMP character, one beyond it, DEL)
+// in printed and in verbatim JSON, reasoning and system with whitespace around, empty ones.
+constexpr const char* kTemplateLines =
+    R"({"query": "Zürich → 東京 😀", "tools": "[{\"name\": \"Zürich\", \"d\": \"😀\"}]", "answers": [{"name": "f", "arguments": {"city": "Zürich", "e": "😀\u007f\u0001", "t": "東京"}}], "reasoning": "\n  think 東京  \n", "system": ""}
+{"query": "q", "tools": [{"name": "東京", "description": "😀 Zürich \u007f"}], "answers": "[{\"name\": \"東京\"}]", "system": "  sys \u3000"}
+{"query": "no reasoning key", "tools": [], "answers": []}
+{"query": "empty reasoning", "reasoning": "", "system": "   ", "answers": [{"name": "é", "arguments": {}}]}
+{"messages": [{"role": "system", "content": " Sé breve. "}, {"role": "user", "content": "Tiempo en Málaga"}, {"role": "assistant", "tool_calls": [{"function": {"name": "w", "arguments": "{\"city\": \"Málaga\"}"}}]}], "tools": [{"type": "function", "function": {"name": "w", "description": "Météo 🌧"}}]}
+)";
+
+// Every example of `data` rendered and encoded with `t` against the oracle's rendering.
+void ExpectOracleRendering(const std::string& data, ChatTemplate t) {
+  SCOPED_TRACE(std::string(ChatTemplateName(t)) + " " + data);
   const std::vector<size_t> max_lens = {64, 300, 2048};
-  const nlohmann::json want = RunPython(kSource + "/tests/train/render_oracle.py " + kExamples +
-                                        " " + kModel + " 4096 64 300 2048");
-  auto set = ReadFinetuneJsonl(kExamples);
+  const std::string lens = " " + kModel + " 4096 64 300 2048";
+  testing::TempDir dir;
+  std::string oracle = kSource + "/tests/train/render_oracle.py " + data + lens;
+  if (t == ChatTemplate::kV2_0_9) {
+    std::ofstream(dir / "oracle_v2_0_9.py") << kOracleV2_0_9;
+    oracle = (dir / "oracle_v2_0_9.py") + " " + kSource + "/tests/train " + data + lens;
+  }
+  const nlohmann::json want = RunPython(oracle);
+  auto set = ReadFinetuneJsonl(data);
   ASSERT_TRUE(set.ok()) << set.status();
   const Tokenizer tok = SmallTokenizer();
   EXPECT_EQ(set->skipped, want["skipped"].get<size_t>());
   ASSERT_EQ(set->examples.size(), want["examples"].size());
-  EXPECT_EQ(FitMaxLen(tok, set->examples, 4096), want["fit"].get<size_t>());
+  EXPECT_EQ(FitMaxLen(tok, set->examples, 4096, t), want["fit"].get<size_t>());
   size_t truncated = 0;
   for (size_t i = 0; i < set->examples.size(); ++i) {
     const FinetuneExample& ex = set->examples[i];
     const nlohmann::json& w = want["examples"][i];
     SCOPED_TRACE("line " + std::to_string(ex.line));
     EXPECT_EQ(ex.line, w["line"].get<size_t>());
-    const RenderedExample r = RenderExample(ex);
+    const RenderedExample r = RenderExample(ex, t);
     EXPECT_EQ(r.prompt, w["prompt"].get<std::string>());
     EXPECT_EQ(r.target, w["target"].get<std::string>());
     for (size_t m : max_lens) {
-      const EncodedExample e = EncodeExample(tok, ex, m);
+      const EncodedExample e = EncodeExample(tok, ex, m, t);
       const nlohmann::json& we = w["encoded"][std::to_string(m)];
       EXPECT_EQ(e.ids, we["ids"].get<std::vector<int32_t>>()) << "max_len " << m;
       EXPECT_EQ(e.loss_mask, we["mask"].get<std::vector<float>>()) << "max_len " << m;
-      truncated += EncodedLength(tok, ex) > m;
+      truncated += EncodedLength(tok, ex, t) > m;
     }
   }
   EXPECT_GT(truncated, 0u);  // the file exercises the cut
+}
+
+TEST(FinetuneData, MatchesTheOfficialRenderAndEncode) {
+  ExpectOracleRendering(kExamples, ChatTemplate::kV2_0_12);
+}
+
+TEST(FinetuneData, MatchesTheV2_0_9RenderAndEncode) {
+  ExpectOracleRendering(kExamples, ChatTemplate::kV2_0_9);
+}
+
+TEST(FinetuneData, BothTemplatesOnNonAsciiAndWhitespace) {
+  testing::TempDir dir;
+  std::ofstream(dir / "t.jsonl") << kTemplateLines;
+  for (ChatTemplate t : {ChatTemplate::kV2_0_12, ChatTemplate::kV2_0_9})
+    ExpectOracleRendering(dir / "t.jsonl", t);
+}
+
+// One example spelled out, so a reader sees the difference without an oracle.
+TEST(FinetuneData, TemplatesDifferAsDocumented) {
+  auto set = ParseFinetuneJsonl(
+      R"({"query": "Wetter in Zürich", "system": " sys ", "reasoning": "  r  ",)"
+      R"( "tools": [{"name": "w😀"}], "answers": [{"name": "w😀", "arguments": {"c": "Zürich"}}]})"
+      "\n"
+      R"({"query": "q", "tools": "[\"Zürich\"]"})",
+      "x.jsonl");
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->examples.size(), 2u);
+  const RenderedExample a = RenderExample(set->examples[0], ChatTemplate::kV2_0_12);
+  EXPECT_EQ(a.prompt,
+            "<|im_start|>system\nsys<|im_end|>\n<|im_start|>user\n<tools>[{\"name\":\"w😀\"}]"
+            "</tools>\nWetter in Zürich<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(a.target,
+            "<think>\nr\n</think>\n<tool_call>[{\"name\":\"w😀\",\"arguments\":{\"c\":"
+            "\"Zürich\"}}]</tool_call><|im_end|>");
+  const RenderedExample b = RenderExample(set->examples[0], ChatTemplate::kV2_0_9);
+  EXPECT_EQ(b.prompt,
+            "<|im_start|>system\n sys <|im_end|>\n<|im_start|>user\n<tools>"
+            "[{\"name\":\"w\\ud83d\\ude00\"}]</tools>\nWetter in Zürich<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(b.target,
+            "<think>  r  </think>\n<tool_call>[{\"name\":\"w\\ud83d\\ude00\",\"arguments\":"
+            "{\"c\":\"Z\\u00fcrich\"}}]</tool_call><|im_end|>");
+  // A string value is the line's own text under both: never re-escaped.
+  for (ChatTemplate t : {ChatTemplate::kV2_0_12, ChatTemplate::kV2_0_9}) {
+    const RenderedExample v = RenderExample(set->examples[1], t);
+    EXPECT_NE(v.prompt.find("<tools>[\"Zürich\"]</tools>"), std::string::npos) << v.prompt;
+  }
+  EXPECT_EQ(RenderExample(set->examples[1], ChatTemplate::kV2_0_12).target,
+            "<tool_call>[]</tool_call><|im_end|>");
+  EXPECT_EQ(RenderExample(set->examples[1], ChatTemplate::kV2_0_9).target,
+            "<think></think>\n<tool_call>[]</tool_call><|im_end|>");
 }
 
 TEST(FinetuneData, SkipsWhatTheOfficialReaderSkips) {

@@ -19,6 +19,7 @@
 #include "lib/progress.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
+#include "tools/common/template_option.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "train/finetune_data.h"
@@ -149,6 +150,8 @@ int EvalMain(int argc, char** argv) {
   app.add_option("--top-tools", base.top_tools, "keep at most K tools per example")
       ->check(tools::WholeIn(1, 1 << 20));
   app.add_flag("--no-grammar", no_grammar, "generate freely instead of under the grammar");
+  std::string template_name;
+  AddTemplateOption(app, &template_name);
   app.add_flag("--no-prefix-reuse", no_reuse,
                "feed every prompt whole (by default the tool declarations' state is computed "
                "once per tool set and restored: the same results, faster)");
@@ -164,6 +167,7 @@ int EvalMain(int argc, char** argv) {
       "  cact-run eval base.cact -f calls.jsonl --compare tuned.cact --json");
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
   base.run.path = path;
+  base.run.chat_template = *ParseChatTemplate(template_name);
   base.grammar = !no_grammar;
 
   absl::StatusOr<train::FinetuneSet> set = train::ReadFinetuneJsonl(data);

@@ -5,12 +5,15 @@
 //   cact-run MODEL -p TEXT [-n N] [--temperature T --top-k K --top-p P --seed S]
 //   cact-run MODEL --tools tools.json --query TEXT [--system TEXT] [-n N] [--think-max N]
 //            [--top-tools K] [--min-confidence X] [--no-grammar] [--json] [--prompt-cache F]
-//   cact-run MODEL --tools tools.json --batch QUERIES [--prompt-cache F]
-//   cact-run MODEL --validate [--tokens ...|-p ...] [-n STEPS]
+//            [--template v2.0.12|v2.0.9]
+//   cact-run MODEL --tools tools.json --batch QUERIES [--prompt-cache F] [--template NAME]
+//   cact-run MODEL --validate [--tokens ...|-p ...|--tools F --query T [--template NAME]]
+//            [-n STEPS]
 //   cact-run bench MODEL [-p 256] [-n 128] [-d 0,256,1024,2048] [-r 5] [-t 1,2] [--json]
 //   cact-run perplexity MODEL -f TEXT [--ctx N] [--json]
 //   cact-run compare BASE OTHER -f TEXT [--ctx N] [--json] [--svg HIST.svg]
 //   cact-run eval MODEL -f DATA.jsonl [--compare OTHER] [--show-failures N] [--json]
+//            [--template NAME]
 //   cact-run --version
 // Common: --ref / --path fast|ref|auto, -t THREADS, --dump-hidden DIR, --probes, --json.
 // Token lists: tools/common/token_list.h. Exit codes (tools/common/exit_code.h): 0 ok,
@@ -28,6 +31,7 @@
 #include "tools/cact-run/bench/bench.h"
 #include "tools/cact-run/eval_cmd.h"
 #include "tools/cact-run/score_cmd.h"
+#include "tools/common/template_option.h"
 #include "tools/cact-run/tool_call_cmd.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
@@ -75,6 +79,8 @@ int main(int argc, char** argv) {
   app.add_option("--tools", tools_file, "JSON file with the tool declarations (chat template)");
   app.add_option("--query", query, "user query for the chat template");
   app.add_option("--system", system, "optional system turn for the chat template");
+  std::string template_name;
+  cact::AddTemplateOption(app, &template_name);
   auto* n_opt =
       app.add_option("-n,--max-new-tokens", n,
                      "tokens to generate (validate: decode steps, default 64; tool calls: the "
@@ -215,6 +221,7 @@ int main(int argc, char** argv) {
           kTool, absl::InvalidArgumentError(
                      std::string(batch ? "--batch" : "--prompt-cache") + " " + why));
   }
+  req.chat_template = *cact::ParseChatTemplate(template_name);
   if (req.tools_json && (req.query || batch) && !req.validate) {
     call.tools_file = tools_file;
     call.tools_json = *req.tools_json;

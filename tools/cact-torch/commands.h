@@ -47,7 +47,7 @@ class FinetuneCommand : public Subcommand {
   size_t max_len_ = 1024;
   CLI::Option* max_len_opt_ = nullptr;
   int threads_ = 0;
-  std::string qat_bits_ = "auto", format_ = "peft";
+  std::string qat_bits_ = "auto", format_ = "peft", template_;
   bool no_qat_ = false, quiet_ = false;
 };
 

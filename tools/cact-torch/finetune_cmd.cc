@@ -11,6 +11,7 @@
 #include "quant/dequant_export.h"
 #include "tools/cact-torch/commands.h"
 #include "tools/common/cli.h"
+#include "tools/common/template_option.h"
 #include "train/finetune_data.h"
 #include "train/official_adapter.h"
 #include "quant/scheme_inference.h"
@@ -22,10 +23,9 @@ void FinetuneCommand::Add(CLI::App& app) {
       "finetune", "LoRA fine-tuning of a .cact on official JSONL examples -> a PEFT adapter");
   sub_->footer(
       "JSONL lines: {\"query\", \"tools\", \"answers\", optional \"reasoning\", \"system\"} or "
-      "single-turn chat {\"messages\", \"tools\"}, rendered with the Needle template; the loss is "
-      "on "
-      "the target (tool call) only. Merge with: cact-quant lora BASE --adapter OUT -o "
-      "MERGED.cact");
+      "single-turn chat {\"messages\", \"tools\"}, rendered with the official template "
+      "(--template); the loss is on the target (tool call) only. Merge with: cact-quant lora "
+      "BASE --adapter OUT -o MERGED.cact");
   sub_->add_option("base", base_, "base .cact")->required();
   sub_->add_option("--data", data_, "fine-tuning examples (.jsonl)")->required();
   sub_->add_option("-o,--output", output_, "adapter directory (PEFT) or file (--format pickle)")
@@ -57,6 +57,7 @@ void FinetuneCommand::Add(CLI::App& app) {
                    "peft: a PEFT directory (-o DIR); pickle: the official adapter pickle "
                    "(-o FILE.pkl), which `needle build --lora` reads (default peft)")
       ->check(CLI::IsMember({"peft", "pickle"}));
+  AddTemplateOption(*sub_, &template_);
   sub_->add_option("-t,--threads", threads_, "threads (default: the CPUs available)")
       ->check(tools::WholeIn(0, 256));
   sub_->add_flag("-q,--quiet", quiet_, "no progress lines");
@@ -80,10 +81,12 @@ int FinetuneCommand::Run() {
   if (max_len_opt_->count() && max_len_ > g.max_seq_len)
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "--max-len %d is more than the model's max_seq_len %d", max_len_, g.max_seq_len)));
-  const size_t max_len =
-      train::FitMaxLen(*tok, set->examples, std::min<size_t>(max_len_, g.max_seq_len));
+  const ChatTemplate chat_template = *ParseChatTemplate(template_);  // checked when parsed
+  const size_t max_len = train::FitMaxLen(
+      *tok, set->examples, std::min<size_t>(max_len_, g.max_seq_len), chat_template);
   std::vector<train::EncodedExample> encoded;
-  for (const auto& ex : set->examples) encoded.push_back(train::EncodeExample(*tok, ex, max_len));
+  for (const auto& ex : set->examples)
+    encoded.push_back(train::EncodeExample(*tok, ex, max_len, chat_template));
 
   auto st = DequantizedWeights(*file);
   if (!st.ok()) return Fail(st.status());
@@ -106,8 +109,10 @@ int FinetuneCommand::Run() {
   const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
   torch::set_num_threads(pools.total);
 
-  std::fprintf(stderr, "data: %zu examples (%zu lines skipped), sequences of %zu tokens\n",
-               set->examples.size(), set->skipped, max_len);
+  std::fprintf(stderr,
+               "data: %zu examples (%zu lines skipped), sequences of %zu tokens, template %s\n",
+               set->examples.size(), set->skipped, max_len,
+               std::string(ChatTemplateName(chat_template)).c_str());
   std::fprintf(stderr, "lora: rank %u, alpha %g, q/k/v/gate/out of %u layers; numerics: %s\n",
                opt_.rank, opt_.alpha, g.num_layers,
                qat_bits_map ? absl::StrFormat("CQ fake-quantized merged weights (the base's "
