@@ -63,10 +63,13 @@ absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> 
   }
   if (file_) {
     if (e.model_sha256.empty()) e.model_sha256 = Sha256Hex(e.model->file().bytes().span());
+    // A sink that is the prefix itself (the default: the tools prefix pinned) is keyed as 0,
+    // so the prefixes of several tool sets share one file.
+    const uint32_t sink = e.options.attn.sink == prefix.size() ? 0 : e.options.attn.sink;
     CACT_RETURN_IF_ERROR(file_->Load({.model_sha256 = e.model_sha256,
                                       .path = e.forward->name(),
                                       .window = e.options.attn.window,
-                                      .sink = e.options.attn.sink,
+                                      .sink = sink,
                                       .keep_hidden = e.options.keep_hidden}));
     if (const std::string_view* bytes = file_->Find(prefix)) {
       ByteReader r(*bytes, file_->path());

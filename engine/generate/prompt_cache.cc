@@ -37,9 +37,12 @@ std::string Mismatch(const PromptCache::Parsed& had, const PromptCacheKey& want,
                            Short(k.model_sha256), Short(want.model_sha256));
   if (k.path != want.path)
     return absl::StrFormat("made by the %s path, this run uses %s", k.path, want.path);
+  auto sink = [](uint32_t n) {
+    return n ? absl::StrFormat("sink %d", n) : std::string("the prefix pinned");
+  };
   if (k.window != want.window || k.sink != want.sink)
-    return absl::StrFormat("made with window %d and sink %d, this run uses %d and %d", k.window,
-                           k.sink, want.window, want.sink);
+    return absl::StrFormat("made with window %d and %s, this run uses %d and %s", k.window,
+                           sink(k.sink), want.window, sink(want.sink));
   if (k.keep_hidden != want.keep_hidden)
     return absl::StrFormat("made %s the hidden states this run needs",
                            k.keep_hidden ? "with" : "without");

@@ -37,6 +37,8 @@ inline constexpr uint32_t kForwardStateVersion = 1;
 struct PromptCacheKey {
   std::string model_sha256;  // of the model file's bytes
   std::string path;          // the forward's name(): "fast", "fast-int8", "reference"
+  // sink: the pinned positions, or 0 when they are exactly the saved prefix (the default:
+  // the tools prefix), whose state then does not depend on its length.
   uint32_t window = 0, sink = 0;
   bool keep_hidden = false;
   bool operator==(const PromptCacheKey&) const = default;

@@ -117,6 +117,7 @@ absl::StatusOr<EvalOutcome> EvaluateExample(const EvalExample& ex, const ToolCal
   o.invalid_reason = r->invalid_reason;
   o.score = ScoreCalls(o.expected, o.got);
   o.prefix_reused = r->run.prefix_reused;
+  o.prefix_from_file = r->run.prefix_from_file;
   return o;
 }
 

@@ -50,6 +50,7 @@ struct EvalOutcome {
   CallScore score;
   double ms = 0;               // end to end, this example
   bool prefix_reused = false;  // the tools prefix's state was restored, not fed
+  bool prefix_from_file = false;  // ... from the prompt cache file
 };
 
 // Checks the example (the expected calls must name declared tools), then decodes it with

@@ -3,6 +3,7 @@
 // results, --compare side by side, and bad rows as one line naming file:line and the field.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -112,6 +113,55 @@ TEST(EvalCli, CompareShowsBothModelsAndWhatChanged) {
   EXPECT_NE(text.output.find("fixes 0 examples, breaks 0 examples"), std::string::npos)
       << text.output;
   EXPECT_NE(text.output.find("not exact ("), std::string::npos) << text.output;
+}
+
+// --prompt-cache: a second process loads the tools prefix from the file and gives the same
+// results, example for example; it is refused beside --compare (one model's states) and as
+// an input's name.
+TEST(EvalCli, PromptCacheLoadsThePrefixInALaterRun) {
+  TempDir dir;
+  const std::string data = WriteExamples(dir);
+  const std::string eval = Tool("cact-run") + " eval " + Ref() + " -f " + data + " --tools " +
+                           RefTools() + " -t 1 --json --prompt-cache " + dir / "calls.pc";
+  // The JSON object is the one line of standard output; the cache's line is on stderr.
+  auto run = [&](std::string* messages) {
+    auto r = testing::Run(eval + " -q");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::istringstream lines(r.output);
+    nlohmann::json j;
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty() && line[0] == '{')
+        j = nlohmann::json::parse(line);
+      else
+        *messages += line + "\n";
+    return j;
+  };
+  std::string first_messages, second_messages;
+  const nlohmann::json a = run(&first_messages)["models"][0];
+  ASSERT_TRUE(std::filesystem::exists(dir / "calls.pc"));
+  const nlohmann::json b = run(&second_messages)["models"][0];
+  EXPECT_EQ(a["totals"]["exact"], b["totals"]["exact"]);
+  ASSERT_EQ(a["per_example"].size(), b["per_example"].size());
+  size_t loaded = 0;
+  for (size_t i = 0; i < a["per_example"].size(); ++i) {
+    EXPECT_EQ(a["per_example"][i]["got"], b["per_example"][i]["got"]) << i;
+    EXPECT_FALSE(a["per_example"][i]["prefix_from_file"].get<bool>()) << i;
+    loaded += b["per_example"][i]["prefix_from_file"].get<bool>();
+  }
+  EXPECT_GT(loaded, 0u);
+  EXPECT_NE(first_messages.find("tools prefix loaded for 0 examples of 3"), std::string::npos)
+      << first_messages;
+  EXPECT_NE(second_messages.find("tools prefix loaded for"), std::string::npos)
+      << second_messages;
+
+  for (const std::string& flags :
+       {" --compare " + Ref() + " --prompt-cache " + dir / "x.pc",
+        " --no-prefix-reuse --prompt-cache " + dir / "x.pc", " --prompt-cache " + data}) {
+    auto r = testing::Run(Tool("cact-run") + " eval " + Ref() + " -f " + data + " --tools " +
+                          RefTools() + " -q" + flags);
+    EXPECT_EQ(r.exit_code, 2) << flags << r.output;
+    EXPECT_FALSE(std::filesystem::exists(dir / "x.pc"));
+  }
 }
 
 TEST(EvalCli, BadRowsNameTheFileLineAndField) {

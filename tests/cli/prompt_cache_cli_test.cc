@@ -139,7 +139,8 @@ TEST(PromptCacheCli, StaleOrDamagedCachesAreRebuiltOthersRefused) {
   // Stale: made for another window (another numerics of the same model and tools).
   r = testing::Run(call + cache + " --window 128");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("made with window 256 and sink 376, this run uses 128 and 376; rebuilt"),
+  EXPECT_NE(r.output.find("made with window 256 and the prefix pinned, this run uses 128 and the prefix "
+                         "pinned; rebuilt"),
             std::string::npos)
       << r.output;
 

@@ -7,21 +7,26 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "engine/generate/prefix_reuse.h"
+#include "engine/generate/prompt_cache.h"
 #include "engine/model.h"
 #include "engine/text/tokenizer.h"
 #include "engine/toolcall/tool_call_eval.h"
 #include "lib/counted.h"
+#include "lib/file_identity.h"
 #include "lib/progress.h"
 #include "lib/status.h"
 #include "nlohmann/json.hpp"
 #include "tools/common/template_option.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
+#include "tools/common/version.h"
 #include "train/finetune_data.h"
 
 namespace cact {
@@ -82,7 +87,8 @@ Json OutcomeJson(const EvalOutcome& o) {
          {"arguments_expected", o.score.arg_expected},
          {"arguments_answered", o.score.arg_answered},
          {"ms", o.ms},
-         {"prefix_reused", o.prefix_reused}};
+         {"prefix_reused", o.prefix_reused},
+         {"prefix_from_file", o.prefix_from_file}};
   if (!o.valid) j["invalid_reason"] = o.invalid_reason;
   return j;
 }
@@ -124,7 +130,7 @@ int EvalMain(int argc, char** argv) {
       "cact-run eval: tool-call accuracy on the official fine-tuning JSONL (query, tools, "
       "answers; optional system), decoded exactly as `cact-run --tools` decodes"};
   tools::SetUpTool(app, "cact-run eval", kTool);
-  std::string model_path, data, tools_path, compare_path, path = "auto";
+  std::string model_path, data, tools_path, compare_path, prompt_cache_path, path = "auto";
   ToolCallRequest base;
   bool no_grammar = false, json = false, quiet = false, no_reuse = false;
   size_t show_failures = 0, limit = 0;
@@ -155,6 +161,11 @@ int EvalMain(int argc, char** argv) {
   app.add_flag("--no-prefix-reuse", no_reuse,
                "feed every prompt whole (by default the tool declarations' state is computed "
                "once per tool set and restored: the same results, faster)");
+  app.add_option("--prompt-cache", prompt_cache_path,
+                 "keep the tool declarations' states in FILE and load them from there in later "
+                 "runs of the same model (checked as cact-run --prompt-cache checks it)")
+      ->excludes("--compare")
+      ->excludes("--no-prefix-reuse");
   app.add_option("--limit", limit, "evaluate only the first N examples (0 = all)")
       ->check(tools::WholeIn(0, UINT32_MAX));
   app.add_option("--show-failures", show_failures,
@@ -164,8 +175,13 @@ int EvalMain(int argc, char** argv) {
   app.add_flag("-q,--quiet", quiet, "no progress lines on stderr");
   app.footer(
       "Examples:\n  cact-run eval model.cact -f calls.jsonl --show-failures 5\n"
-      "  cact-run eval base.cact -f calls.jsonl --compare tuned.cact --json");
+      "  cact-run eval base.cact -f calls.jsonl --compare tuned.cact --json\n"
+      "  cact-run eval model.cact -f calls.jsonl --prompt-cache calls.pc");
   if (auto code = tools::ParseCommandLine(app, argc, argv)) return *code;
+  if (absl::Status st =
+          CheckOutputIsNotInput(prompt_cache_path, {model_path, data, tools_path}, "--prompt-cache");
+      !st.ok())
+    return tools::ReportFailure(kTool, st);
   base.run.path = path;
   base.run.chat_template = *ParseChatTemplate(template_name);
   base.grammar = !no_grammar;
@@ -212,16 +228,32 @@ int EvalMain(int argc, char** argv) {
     req.run.tokenizer = &*loaded->tokenizer;
     PrefixReuse reuse;
     if (!no_reuse) req.run.prefix_reuse = &reuse;
+    // One model's states (--compare is refused with it): the first model's.
+    std::optional<PromptCache> cache;
+    if (!prompt_cache_path.empty() && m == 0) {
+      cache.emplace(prompt_cache_path, tools::BuildId());
+      reuse.UseFile(&*cache);
+    }
+    size_t from_file = 0;
     Progress progress(paths[m], examples.size(), !quiet);
     size_t exact = 0;
     for (size_t i = 0; i < examples.size(); ++i) {
       absl::StatusOr<EvalOutcome> o = EvaluateExample(examples[i], req, data);
       if (!o.ok()) return tools::ReportFailure(kTool, o.status());
       exact += o->score.exact;
+      from_file += o->prefix_from_file;
       outcomes[m].push_back(std::move(*o));
       progress.Step(i + 1, absl::StrFormat("exact %d of %d", exact, i + 1));
     }
     progress.Done();
+    if (cache) {
+      if (!cache->rebuild_reason().empty())
+        std::fprintf(stderr, "%s: prompt cache %s: %s; rebuilt\n", kTool, cache->path().c_str(),
+                     cache->rebuild_reason().c_str());
+      std::fprintf(stderr, "prompt cache %s: tools prefix loaded for %s of %s\n",
+                   cache->path().c_str(), Counted(from_file, "example").c_str(),
+                   Counted(examples.size(), "example").c_str());
+    }
   }
 
   std::vector<EvalTotals> totals;
