@@ -216,6 +216,13 @@ TEST(FinetuneCli, QatBitsAndTheOfficialPickle) {
   CommandResult n = lora(dir / "none", "none.cact");
   ASSERT_EQ(n.exit_code, 0) << n.output;
   EXPECT_EQ(nlohmann::json::parse(n.output)["scheme_source"], "base file widths");
+  // The pickle never replaces an input.
+  const std::vector<uint8_t> base_bytes = ReadAll(dir / "z.cact");
+  CommandResult over = cact::testing::Run(
+      Tool("cact-torch") + " finetune " + (dir / "z.cact") + " --data " + (dir / "data.jsonl") +
+      " -o " + (dir / "z.cact") + " --format pickle --epochs 1 -t 1 -q");
+  EXPECT_EQ(over.exit_code, 2) << over.output;
+  EXPECT_EQ(ReadAll(dir / "z.cact"), base_bytes);
   for (const char* flags : {"--qat-bits 3", "--template v3", "--format npz"}) {
     CommandResult bad = finetune(flags, "bad");
     EXPECT_EQ(bad.exit_code, 2) << flags << bad.output;

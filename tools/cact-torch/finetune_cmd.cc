@@ -7,6 +7,7 @@
 #include "libtorch/blas_threads.h"
 #include "formats/cact/cact_file.h"
 #include "formats/cact/finite_check.h"
+#include "lib/file_identity.h"
 #include "lib/resources.h"
 #include "quant/dequant_export.h"
 #include "tools/cact-torch/commands.h"
@@ -67,6 +68,14 @@ void FinetuneCommand::Add(CLI::App& app) {
 
 int FinetuneCommand::Run() {
   const Stopwatch clock;
+  // Outputs never replace inputs: the pickle itself, or the PEFT directory's two files.
+  const std::vector<std::string> outputs =
+      format_ == "pickle" ? std::vector<std::string>{output_}
+                          : std::vector<std::string>{output_ + "/" + train::kPeftWeightsFile,
+                                                     output_ + "/" + train::kPeftConfigFile};
+  for (const std::string& out : outputs)
+    if (absl::Status st = CheckOutputIsNotInput(out, {base_, data_}, "-o"); !st.ok())
+      return Fail(st);
   auto file = CactFile::Open(base_);
   if (!file.ok()) return Fail(file.status());
   if (absl::Status finite = CheckFinite(*file); !finite.ok()) return Fail(finite);
