@@ -26,6 +26,19 @@ struct Store {
 
 struct PickleDocument::Arena : Store {};
 
+namespace {
+constexpr PickleDtype kAllDtypes[] = {
+    PickleDtype::kF16, PickleDtype::kF32, PickleDtype::kF64, PickleDtype::kI8,
+    PickleDtype::kI16, PickleDtype::kI32, PickleDtype::kI64, PickleDtype::kU8,
+    PickleDtype::kU16, PickleDtype::kU32, PickleDtype::kU64, PickleDtype::kBool};
+}  // namespace
+
+const char* PickleDtypeCode(PickleDtype t) {
+  static constexpr const char* kCodes[] = {"f2", "f4", "f8", "i1", "i2", "i4",
+                                           "i8", "u1", "u2", "u4", "u8", "b1"};
+  return kCodes[size_t(t)];
+}
+
 const char* PickleDtypeName(PickleDtype t) {
   switch (t) {
     case PickleDtype::kF16:
@@ -784,14 +797,8 @@ absl::StatusOr<PickleDtype> Unpickler::ParseDtype(std::string_view s) {
   if (!s.empty() && s[0] == '>')
     return Err(
         absl::StrFormat("numpy.dtype: big-endian dtype '%s' is not supported", Printable(s)));
-  static constexpr std::pair<const char*, PickleDtype> kNames[] = {
-      {"f2", PickleDtype::kF16}, {"f4", PickleDtype::kF32}, {"f8", PickleDtype::kF64},
-      {"i1", PickleDtype::kI8},  {"i2", PickleDtype::kI16}, {"i4", PickleDtype::kI32},
-      {"i8", PickleDtype::kI64}, {"u1", PickleDtype::kU8},  {"u2", PickleDtype::kU16},
-      {"u4", PickleDtype::kU32}, {"u8", PickleDtype::kU64}, {"b1", PickleDtype::kBool},
-  };
-  for (const auto& [n, t] : kNames)
-    if (s == n) return t;
+  for (const PickleDtype t : kAllDtypes)
+    if (s == PickleDtypeCode(t)) return t;
   if (!s.empty() && s[0] == 'O') return Err("numpy.dtype: object arrays are not supported");
   return Err(absl::StrFormat(
       "numpy.dtype '%s' is not supported (f2 f4 f8 i1 i2 i4 i8 u1 u2 u4 u8 b1)", Printable(s)));

@@ -29,6 +29,8 @@ enum class PickleDtype : uint8_t { kF16, kF32, kF64, kI8, kI16, kI32, kI64, kU8,
 // "float16", "float32", ... "bool" (numpy's names).
 const char* PickleDtypeName(PickleDtype t);
 size_t PickleDtypeSize(PickleDtype t);
+// numpy's type code: "f4", "i8", "b1", ... (the first argument of numpy.dtype in a pickle).
+const char* PickleDtypeCode(PickleDtype t);
 
 // A numpy ndarray: little-endian elements, `data.size() == product(shape) * itemsize`.
 struct PickleArray {

@@ -102,37 +102,6 @@ namespace {
 
 constexpr size_t kBatch = 1000;  // Python's _BATCHSIZE: items per APPENDS / SETITEMS
 
-// numpy's type code of a dtype (the first argument of numpy.dtype when it pickles one).
-const char* NumpyTypeCode(PickleDtype t) {
-  switch (t) {
-    case PickleDtype::kF16:
-      return "f2";
-    case PickleDtype::kF32:
-      return "f4";
-    case PickleDtype::kF64:
-      return "f8";
-    case PickleDtype::kI8:
-      return "i1";
-    case PickleDtype::kI16:
-      return "i2";
-    case PickleDtype::kI32:
-      return "i4";
-    case PickleDtype::kI64:
-      return "i8";
-    case PickleDtype::kU8:
-      return "u1";
-    case PickleDtype::kU16:
-      return "u2";
-    case PickleDtype::kU32:
-      return "u4";
-    case PickleDtype::kU64:
-      return "u8";
-    case PickleDtype::kBool:
-      return "b1";
-  }
-  return "?";
-}
-
 class Writer {
  public:
   absl::Status Value(const PickleValue& v);
@@ -255,7 +224,7 @@ void Writer::Array(const PickleValue& v) {
   for (uint64_t d : v.shape) Int(int64_t(d));
   CloseTuple(v.shape.size());
   Global("numpy", "dtype");
-  Str(NumpyTypeCode(v.dtype)), Op(0x89), Op(0x88), CloseTuple(3), Op('R');
+  Str(PickleDtypeCode(v.dtype)), Op(0x89), Op(0x88), CloseTuple(3), Op('R');
   OpenTuple(8), Int(3), Str(PickleDtypeSize(v.dtype) == 1 ? "|" : "<");
   Op('N'), Op('N'), Op('N'), Int(-1), Int(-1), Int(0), CloseTuple(8), Op('b');  // BUILD
   Op(0x89);  // is_fortran: False (C order)
