@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "formats/cact/generation.h"
 #include "formats/le_bytes.h"
 #include "formats/tokenizer_blob.h"
 #include "lib/status.h"
@@ -91,6 +92,7 @@ class Validator {
 
 absl::Status Validator::CheckHeaderAndCount() {
   const uint64_t size = bytes_.size();
+  if (CactGenerationOf(bytes_) == 3) return Generation3Refusal(file_);
   if (size >= 4 && LoadLE32(bytes_.data()) != kCactTag)
     return FormatError(file_, "header.tag", 0,
                        absl::StrFormat("0x%08X is not the .cact tag 0x%08X (not a .cact file)",

@@ -1,7 +1,8 @@
 // cact-inspect FILE: a summary that fits a terminal (file, size, checksum, generation,
-// parameters, bits per weight, scheme, geometry, window, tokenizer), the bits-per-weight
-// accounting, and with --tensors the codebook values and the table of every tensor.
-// Human, --markdown (the same content), --json (everything, tensors included).
+// parameters, bits per weight, scheme, geometry, window, tokenizer; generation 3's rows come
+// from info3.cc), the bits-per-weight accounting, and with --tensors the codebook values and
+// the table of every tensor. Human, --markdown (the same content), --json (everything,
+// tensors included).
 #include <cmath>
 #include <cstdio>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "formats/cact/accounting.h"
+#include "formats/cact/any_generation.h"
 #include "formats/cact/cact_file.h"
 #include "formats/cact/geometry_json.h"
 #include "formats/pickle.h"
@@ -19,6 +21,7 @@
 #include "quant/cact_diff.h"
 #include "quant/scheme_inference.h"
 #include "tools/cact-inspect/commands.h"
+#include "tools/cact-inspect/info3.h"
 #include "tools/cact-inspect/table.h"
 
 namespace cact::inspect {
@@ -176,9 +179,10 @@ int RunInfo(const Options& o) {
     if (!bytes.ok()) return Fail(bytes.status());
     if (LooksLikePickle(bytes->span())) return RunPickleInfo(o, std::move(*bytes));
   }
-  auto file = CactFile::Open(o.file);
+  auto file = OpenAnyGeneration(o.file);
   if (!file.ok()) return Fail(file.status());
-  const CactFile& f = *file;
+  const CactFile& f = file->records();  // generation 3: its records, blobs and codebooks
+  const Cact3File* g3 = file->gen3 ? &*file->gen3 : nullptr;
   std::string sha = Sha256Hex(f.bytes().span());
   std::string scheme = InferScheme(f);
   auto tok = ParseTokenizerBlob(f.tokenizer_blob(), f.path(), f.tensors().back().record.offset);
@@ -187,10 +191,12 @@ int RunInfo(const Options& o) {
   if (o.json) {
     Json j;
     j["file"] = f.path();
+    j["generation"] = file->generation();
     j["bytes"] = f.bytes().size();
     j["zstd"] = f.bytes().decompressed();
     j["sha256"] = sha;
-    j["header"] = HeaderJson(f.header());
+    j["header"] = g3 ? Header3Json(*g3) : HeaderJson(f.header());
+    if (g3) j["layout"] = Layout3Json(*g3);
     j["scheme"] = scheme;
     j["codebook_group"] = f.codebook_group();
     Json cbs;
@@ -206,6 +212,7 @@ int RunInfo(const Options& o) {
     for (const auto& h : f.probe_heads())
       j["probe_heads"].push_back(
           {{"name", h.name()}, {"probes", h.probes}, {"out_dim", h.out_dim}});
+    if (g3) j["probe_heads"] = j["layout"]["probe_heads"];
     if (tok.ok())
       j["tokenizer"] = {{"pieces", tok->pieces.size()},
                         {"pad_id", tok->pad_id},
@@ -233,7 +240,10 @@ int RunInfo(const Options& o) {
   }
 
   if (o.markdown) std::printf("## %s\n\n", f.path().c_str());
-  PrintSummary(SummaryRows(f, sha, scheme, acc, tok.ok() ? &*tok : nullptr), o.markdown);
+  const TokenizerBlob* tok_or_null = tok.ok() ? &*tok : nullptr;
+  PrintSummary(g3 ? SummaryRows3(*g3, {sha, scheme, acc, tok_or_null})
+                  : SummaryRows(f, sha, scheme, acc, tok_or_null),
+               o.markdown);
   std::printf(o.markdown ? "\n### Accounting\n\n" : "\naccounting\n");
   PrintAccounting(acc, o.markdown);
   if (!o.tensors) {
