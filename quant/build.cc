@@ -147,6 +147,8 @@ TensorRecord PlannedRecord(const TensorSpec& spec, uint32_t bits, uint32_t group
     case TensorKind::kMatrix:
       return MakeRecord(DType::kCQ, spec.shape, group, bits,
                         CqShape{spec.shape[0], spec.shape[1], group, bits}.blob_bytes());
+    case TensorKind::kPermutation:  // Needle 3's hada_p1/p2, stored as FP32 indices
+      return MakeRecord(DType::kFP32, spec.shape, 0, 0, uint64_t(spec.shape.at(0)) * 4);
     case TensorKind::kVector:
       break;
   }

@@ -32,7 +32,10 @@ bool ValidKey(const std::string& k) {
 }  // namespace
 
 uint32_t Scheme::BitsFor(const std::string& canonical_name) const {
-  const std::string name = SchemeMatchName(canonical_name);
+  return BitsForMatchName(SchemeMatchName(canonical_name));
+}
+
+uint32_t Scheme::BitsForMatchName(const std::string& name) const {
   size_t best_len = 0;
   uint32_t bits = default_bits;
   for (const auto& [prefix, b] : rules) {

@@ -17,6 +17,8 @@ struct Scheme {
   uint32_t default_bits = 2;
   // Record bits for a canonical tensor name.
   uint32_t BitsFor(const std::string& canonical_name) const;
+  // The same for a name already in match form (SchemeMatchName): the longest rule prefix.
+  uint32_t BitsForMatchName(const std::string& match_name) const;
   std::string ToString() const;  // canonical text, e.g. "embedding=4,mhc=4,default=2"
 };
 

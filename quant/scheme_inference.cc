@@ -1,7 +1,6 @@
 #include "quant/scheme_inference.h"
 
 #include <map>
-#include <set>
 #include <vector>
 
 #include "quant/scheme.h"
@@ -9,8 +8,8 @@
 namespace cact {
 namespace {
 
-// Candidate prefixes of a scheme-match name at '.' and '_' boundaries, shortest first,
-// plus the bare site family ("engram" for "engram1.tables").
+// Candidate prefixes of a match name at '.' and '_' boundaries, shortest first, plus the
+// bare family before the first digit ("engram" for "engram1.tables").
 std::vector<std::string> Prefixes(const std::string& name) {
   std::vector<std::string> out;
   for (size_t i = 1; i <= name.size(); ++i)
@@ -20,17 +19,30 @@ std::vector<std::string> Prefixes(const std::string& name) {
   return out;
 }
 
-}  // namespace
-
-std::string InferScheme(const CactFile& file) {
-  std::vector<std::pair<std::string, uint32_t>> cq;  // (original name, bits)
-  std::map<uint32_t, int> count;
+// (match name, bits) of every CQ record. Layers are folded into `attn.` for generation 2
+// (its scheme language) and, for generation 3, only where the layers agree.
+std::vector<std::pair<std::string, uint32_t>> CqWidths(const CactFile& file) {
+  std::vector<std::pair<std::string, uint32_t>> cq;
+  std::map<std::string, uint32_t> folded;
+  bool layers_agree = true;
   for (const TensorEntry& t : file.tensors()) {
     if (!t.is_cq()) continue;
     cq.emplace_back(t.name, t.record.bits);
-    ++count[t.record.bits];
+    auto [it, fresh] = folded.emplace(SchemeMatchName(t.name), t.record.bits);
+    layers_agree = layers_agree && (fresh || it->second == t.record.bits);
   }
+  if (file.generation() == 2 || layers_agree)
+    for (auto& [name, bits] : cq) name = SchemeMatchName(name);
+  return cq;
+}
+
+}  // namespace
+
+std::string InferScheme(const CactFile& file) {
+  const std::vector<std::pair<std::string, uint32_t>> cq = CqWidths(file);
   if (cq.empty()) return "";
+  std::map<uint32_t, int> count;
+  for (const auto& [match, bits] : cq) ++count[bits];
   Scheme s;
   s.default_bits = 0;
   int best = -1;
@@ -38,13 +50,12 @@ std::string InferScheme(const CactFile& file) {
     if (n > best) best = n, s.default_bits = bits;
   // Greedy: for each record the current rules get wrong, add the shortest prefix whose
   // members all share that record's width.
-  for (const auto& [name, bits] : cq) {
-    if (s.BitsFor(name) == bits) continue;
-    std::string match = SchemeMatchName(name);
+  for (const auto& [match, bits] : cq) {
+    if (s.BitsForMatchName(match) == bits) continue;
     for (const std::string& p : Prefixes(match)) {
       bool uniform = true;
       for (const auto& [other, obits] : cq) {
-        if (SchemeMatchName(other).rfind(p, 0) == 0 && obits != bits) {
+        if (other.rfind(p, 0) == 0 && obits != bits) {
           uniform = false;
           break;
         }
@@ -54,7 +65,8 @@ std::string InferScheme(const CactFile& file) {
         break;
       }
     }
-    if (s.BitsFor(name) != bits) s.rules.emplace_back(match, bits);  // exact name as last resort
+    // The exact name as the last resort.
+    if (s.BitsForMatchName(match) != bits) s.rules.emplace_back(match, bits);
   }
   return s.ToString();
 }

@@ -33,6 +33,8 @@ class CactFile {
   static absl::StatusOr<CactFile> FromBytes(FileBytes bytes);
 
   const std::string& path() const { return bytes_.path(); }
+  // 2; 3 only for Cact3File::records() (Open refuses a Needle 3 file: generation.h).
+  int generation() const { return generation_; }
   const FileBytes& bytes() const { return bytes_; }
   const Header& header() const { return header_; }
   const Geometry& geometry() const { return header_.geometry; }
@@ -52,6 +54,8 @@ class CactFile {
   std::span<const uint8_t> tokenizer_blob() const;  // the RAW record's bytes
 
  private:
+  friend class Cact3File;  // builds the generation-neutral view of a Needle 3 file
+  int generation_ = 2;
   FileBytes bytes_;
   Header header_;
   std::vector<float> codebook_;

@@ -1,8 +1,10 @@
 #include "formats/cact/header.h"
 
-#include <algorithm>
-#include <cmath>
+#include <vector>
 
+#include "absl/strings/str_format.h"
+#include "formats/cact/geometry_json.h"
+#include "formats/cact/header_checks.h"
 #include "formats/le_bytes.h"
 #include "lib/status.h"
 
@@ -78,120 +80,51 @@ std::array<uint8_t, kHeaderBytes> SerializeHeader(const Header& h) {
   return out;
 }
 
-namespace {
-
-// Upper bound for any single dimension: keeps every derived product far from overflow
-// and rejects absurd headers before anything is sized from them.
-constexpr uint32_t kMaxDim = 1u << 24;
-
-struct HeaderChecker {
-  const std::string& file;
-  absl::Status status = absl::OkStatus();
-  // Field `name` at header index `index` must satisfy `ok`; otherwise record the error.
-  bool Check(bool ok, int index, const char* name, const std::string& what) {
-    if (!ok && status.ok())
-      status = FormatError(file, std::string("header.") + name, HeaderFieldOffset(index), what);
-    return ok;
-  }
-  bool Range(uint32_t v, uint32_t lo, uint32_t hi, int index, const char* name) {
-    return Check(v >= lo && v <= hi, index, name,
-                 absl::StrFormat("%d is outside the allowed range [%d, %d]", v, lo, hi));
-  }
-};
-
-uint32_t NextPow2(uint32_t v) {
-  uint32_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
+std::string HeaderFieldName(int index) {
+  // Geometry fields in header order come from the JSON table (geometry_json.cc).
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n = {"tag", "num_tensors", "codebook_len"};
+    const nlohmann::ordered_json fields = GeometryToJson(Geometry{});  // alive while iterating
+    for (const auto& [key, value] : fields.items()) {
+      if (!value.is_array()) n.push_back(key);
+      for (size_t i = 0; value.is_array() && i < value.size(); ++i)
+        n.push_back(absl::StrFormat("%s[%d]", key, i));
+    }
+    return n;
+  }();
+  return index >= 0 && size_t(index) < names.size() ? names[index] : "?";
 }
-
-}  // namespace
 
 absl::Status ValidateHeader(const Header& h, const std::string& file) {
   const Geometry& g = h.geometry;
-  HeaderChecker c{file};
-  c.Check(h.tag == kCactTag, 0, "tag",
+  HeaderChecker c(file, HeaderFieldName);
+  c.Check(h.tag == kCactTag, 0,
           absl::StrFormat("0x%08X is not the .cact tag 0x%08X", h.tag, kCactTag));
-  c.Check(h.codebook_len == 28, 2, "codebook_len",
-          absl::StrFormat("%d but the CQ2|CQ3|CQ4 codebooks need 4+8+16 = 28", h.codebook_len));
-  c.Check(g.kv_bits == 2 || g.kv_bits == 3 || g.kv_bits == 4 || g.kv_bits == 8, 4, "kv_bits",
-          absl::StrFormat("%d is not one of 2, 3, 4, 8", g.kv_bits));
-  c.Range(g.vocab, 1, kMaxDim, 5, "vocab");
-  c.Range(g.d_model, 1, 1u << 16, 6, "d_model");
-  c.Range(g.num_heads, 1, 4096, 7, "num_heads");
-  c.Range(g.num_kv_heads, 1, 4096, 8, "num_kv_heads");
-  if (c.status.ok())
-    c.Check(g.num_heads % g.num_kv_heads == 0, 8, "num_kv_heads",
-            absl::StrFormat("%d does not divide num_heads %d", g.num_kv_heads, g.num_heads));
-  c.Range(g.num_layers, 1, 1000, 9, "num_layers");
-  c.Range(g.head_dim, 2, 4096, 10, "head_dim");
-  c.Check(g.head_dim % 2 == 0, 10, "head_dim",
-          absl::StrFormat("%d is odd (RoPE pairs dim i with i + head_dim/2)", g.head_dim));
-  if (c.status.ok())
-    c.Check(uint64_t(g.num_heads) * g.head_dim <= (1u << 16), 10, "head_dim",
-            absl::StrFormat("num_heads %d x head_dim %d is larger than 65536", g.num_heads,
-                            g.head_dim));
-  c.Range(g.max_seq_len, 1, kMaxDim, 11, "max_seq_len");
-  if (c.status.ok())
-    c.Check(g.hada_n == NextPow2(g.d_model), 12, "hada_n",
-            absl::StrFormat("%d but the smallest power of two >= d_model %d is %d", g.hada_n,
-                            g.d_model, NextPow2(g.d_model)));
-  c.Range(g.mhc_lanes, 1, 64, 13, "mhc_lanes");
-  c.Range(g.engram_slots, 1, kMaxDim, 14, "engram_slots");
-  c.Range(g.engram_sub_dim, 1, 1u << 16, 15, "engram_sub_dim");
-  c.Range(g.num_engram_tables, 1, 4096, 16, "num_engram_tables");
-  if (c.status.ok())
-    c.Check(uint64_t(g.num_engram_tables) * g.engram_sub_dim == g.d_model, 16, "num_engram_tables",
+  c.CodebookLen(h.codebook_len, 2);
+  c.KvBits(g.kv_bits, 4);
+  c.Range(g.vocab, 1, kMaxHeaderDim, 5);
+  c.Range(g.d_model, 1, 1u << 16, 6);
+  c.Heads(g.num_heads, 7, g.num_kv_heads, 8);
+  c.Range(g.num_layers, 1, 1000, 9);
+  c.HeadWidth(g.num_heads, g.head_dim, /*rotated=*/true, 10);
+  c.Range(g.max_seq_len, 1, kMaxHeaderDim, 11);
+  c.HadaN(g.hada_n, g.d_model, 12);
+  c.Range(g.mhc_lanes, 1, 64, 13);
+  c.Range(g.engram_slots, 1, kMaxHeaderDim, 14);
+  c.Range(g.engram_sub_dim, 1, 1u << 16, 15);
+  // Needle 2 splits d_model exactly among the tables.
+  if (c.Range(g.num_engram_tables, 1, 4096, 16))
+    c.Check(uint64_t(g.num_engram_tables) * g.engram_sub_dim == g.d_model, 16,
             absl::StrFormat("%d tables x engram_sub_dim %d = %d, not d_model %d",
                             g.num_engram_tables, g.engram_sub_dim,
                             uint64_t(g.num_engram_tables) * g.engram_sub_dim, g.d_model));
-  if (c.status.ok())
-    c.Check(uint64_t(g.num_engram_tables) * g.engram_slots <= UINT32_MAX, 14, "engram_slots",
-            absl::StrFormat("num_engram_tables %d x engram_slots %d rows do not fit a u32 shape",
-                            g.num_engram_tables, g.engram_slots));
-  c.Range(g.engram_conv_taps, 1, 64, 17, "engram_conv_taps");
-  c.Range(g.num_engram_orders, 1, 4, 19, "num_engram_orders");
-  uint32_t max_order = 0;
-  for (uint32_t i = 0; i < 4 && c.status.ok(); ++i) {
-    uint32_t o = g.engram_orders[i];
-    const int index = 20 + int(i);
-    if (i < g.num_engram_orders) {
-      c.Range(o, 1, 64, index, "engram_orders");
-      max_order = std::max(max_order, o);
-    } else {
-      c.Check(o == 0, index, "engram_orders",
-              absl::StrFormat("entry %d is %d beyond num_engram_orders %d (must be 0)", i, o,
-                              g.num_engram_orders));
-    }
-  }
-  if (c.status.ok())
-    c.Check(g.num_engram_tables % g.num_engram_orders == 0, 16, "num_engram_tables",
-            absl::StrFormat("%d is not num_engram_orders %d x heads_per_order", g.num_engram_tables,
-                            g.num_engram_orders));
-  if (c.status.ok())
-    c.Check(g.engram_conv_dilation == max_order, 18, "engram_conv_dilation",
-            absl::StrFormat("%d but the largest engram order is %d", g.engram_conv_dilation,
-                            max_order));
-  c.Range(g.num_engram_sites, 0, 4, 24, "num_engram_sites");
-  for (uint32_t i = 0; i < 4 && c.status.ok(); ++i) {
-    uint32_t s = g.engram_sites[i];
-    const int index = 25 + int(i);
-    if (i < g.num_engram_sites) {
-      c.Check(s < g.num_layers, index, "engram_sites",
-              absl::StrFormat("site %d at layer %d but num_layers is %d", i, s, g.num_layers));
-      if (i > 0)
-        c.Check(s > g.engram_sites[i - 1], index, "engram_sites",
-                absl::StrFormat("site %d at layer %d is not after site %d at layer %d", i, s, i - 1,
-                                g.engram_sites[i - 1]));
-    } else {
-      c.Check(s == 0, index, "engram_sites",
-              absl::StrFormat("entry %d is %d beyond num_engram_sites %d (must be 0)", i, s,
-                              g.num_engram_sites));
-    }
-  }
-  c.Check(std::isfinite(g.rope_theta) && g.rope_theta > 0, 29, "rope_theta",
-          absl::StrFormat("%g is not a finite positive number", g.rope_theta));
-  return c.status;
+  c.TableRows(g.num_engram_tables, g.engram_slots, 14);
+  c.Range(g.engram_conv_taps, 1, 64, 17);
+  c.EngramOrders(g.num_engram_orders, g.engram_orders, 19, 20, g.num_engram_tables, 16,
+                 g.engram_conv_dilation, 18);
+  c.EngramSites(g.num_engram_sites, g.engram_sites, g.num_layers, 24, 25);
+  c.RopeTheta(g.rope_theta, 29);
+  return c.status();
 }
 
 uint64_t TensorRecord::NumElements() const {

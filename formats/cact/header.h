@@ -34,7 +34,9 @@ struct Header {
 Header ParseHeader(const uint8_t* bytes120);
 std::array<uint8_t, kHeaderBytes> SerializeHeader(const Header& h);
 absl::Status ValidateHeader(const Header& h, const std::string& file);
-// Byte offset of header field `index` (0..29), for error messages.
+// Name of header field `index` (0..29) in error messages ("engram_sites[1]"), and its byte
+// offset.
+std::string HeaderFieldName(int index);
 inline constexpr uint64_t HeaderFieldOffset(int index) { return uint64_t(index) * 4; }
 
 struct TensorRecord {

@@ -100,4 +100,47 @@ std::optional<Geometry> FindNamedGeometry(std::string_view name) {
   return std::nullopt;
 }
 
+Geometry3 Needle3Geometry() { return Geometry3{}; }
+
+Geometry3 SmallGeometry3() {
+  Geometry3 g;
+  g.kv_window = 16;
+  g.vocab = 64;
+  g.out_vocab = 48;
+  g.d_model = 64;
+  g.num_heads = 4;
+  g.num_layers = 3;
+  g.qk_head_dim = 16;
+  g.v_head_dim = 8;
+  g.max_seq_len = 128;
+  g.hada_n = 64;
+  g.mhc_lanes = 2;
+  g.sliding_window = 16;
+  g.global_mask_lo = 1u << 2;
+  g.engram_slots = 16;
+  g.engram_sub_dim = 32;
+  g.num_engram_tables = 2;  // one table per order
+  g.num_engram_sites = 2;
+  g.engram_sites = {0, 2};
+  g.rope_theta = 10000.0f;
+  return g;
+}
+
+Geometry3 MicroGeometry3() {
+  Geometry3 g = SmallGeometry3();
+  g.vocab = g.out_vocab = 32;
+  g.d_model = 32;
+  g.hada_n = 32;
+  g.num_heads = 2;
+  g.num_kv_heads = 1;
+  g.num_layers = 2;
+  g.qk_head_dim = 8;
+  g.engram_slots = 8;
+  g.engram_sub_dim = 16;
+  g.global_mask_lo = 1u << 1;
+  g.num_engram_sites = 1;
+  g.engram_sites = {1};
+  return g;
+}
+
 }  // namespace cact

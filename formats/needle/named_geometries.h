@@ -1,12 +1,14 @@
 // The Needle geometries that have a name, each written once: the released one and the
 // smaller ones that synthetic models, training from scratch and the robustness tests build.
-// Every field a geometry does not set keeps the released value (Geometry's defaults).
+// Every field a geometry does not set keeps the released value (Geometry's and Geometry3's
+// defaults).
 #pragma once
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "formats/needle/geometry.h"
+#include "formats/needle/geometry3.h"
 
 namespace cact {
 
@@ -31,5 +33,14 @@ struct NamedGeometry {
 const std::vector<NamedGeometry>& NamedGeometries();
 // The geometry called `name`, or nullopt.
 std::optional<Geometry> FindNamedGeometry(std::string_view name);
+
+// Needle 3, read but not built here (so not in NamedGeometries, which `cact-quant synth`
+// offers): the shipped needle3.cact's geometry (vocab 8192, d 768, 20 layers, q/k 48, v 64).
+Geometry3 Needle3Geometry();
+// A few layers of everything, for the generation-3 tests: QKV taps, a global layer, two
+// engram sites, out_vocab 48 < vocab 64, q/k 16 != v 8.
+Geometry3 SmallGeometry3();
+// The smallest of them (vocab 32, d 32, 2 layers, one engram site), for fuzz seeds.
+Geometry3 MicroGeometry3();
 
 }  // namespace cact

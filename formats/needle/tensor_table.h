@@ -11,9 +11,10 @@
 namespace cact {
 
 enum class TensorKind : uint8_t {
-  kMatrix,     // quantizable [out, in] matrix (CQ by default)
-  kVector,     // FP16 parameter (norms, gates, diagonals, mhc coefficients, heads)
-  kTokenizer,  // RAW tokenizer blob (last)
+  kMatrix,       // quantizable [out, in] matrix (CQ by default)
+  kVector,       // FP16/FP32 parameter, never CQ (norms, gates, diagonals, mhc, heads)
+  kTokenizer,    // RAW tokenizer blob (last)
+  kPermutation,  // FP32 holding a permutation of 0 .. n-1 (Needle 3's hada_p1, hada_p2)
 };
 
 enum class ProbeHead : uint8_t { kContrastive = 1, kConfidence = 2 };

@@ -16,9 +16,10 @@ fuzz_packages build_fuzzers $FUZZ_COMMON_PACKAGES libsentencepiece-dev
 fuzz_build build_fuzzers "$here" "$build" "$jobs"
 
 # Seed corpora: the fixtures' models, their tokenizer blobs, weights, scheme strings, and
-# the small models written by make_fuzz_seeds.
+# the small models written by make_fuzz_seeds; the Needle 3 seeds fuzz_cact3_file writes.
 "$build/make_fuzz_seeds" "$build" >/dev/null
 CACT_BUILD="$build" CACT_ROOT="$root" /usr/bin/python3 "$here/make_corpora.py"
-mkdir -p "$build/corpus/fuzz_prompt_cache"
+mkdir -p "$build/corpus/fuzz_prompt_cache" "$build/corpus/fuzz_cact3_file"
 CACT_FUZZ_WRITE_SEEDS="$build/corpus/fuzz_prompt_cache" "$build/fuzz_prompt_cache"
+CACT_FUZZ_WRITE_SEEDS="$build/corpus/fuzz_cact3_file" "$build/fuzz_cact3_file"
 echo "fuzzers built in $build; corpora in $build/corpus"

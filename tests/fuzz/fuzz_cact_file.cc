@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "formats/cact/cact_file.h"
+#include "formats/cact/generation.h"
 #include "formats/cact/writer.h"
 #include "fuzz_common.h"
 #include "lib/file_bytes.h"
@@ -22,6 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!f.ok()) {
     const std::string msg(f.status().message());
     CACT_FUZZ_CHECK(msg.rfind("fuzz.cact: ", 0) == 0, "error names the file");
+    // A Needle 3 tag gets the one refusal line (formats/cact/generation.h), without an offset.
+    if (f.status() == Generation3Refusal("fuzz.cact")) return 0;
     CACT_FUZZ_CHECK(msg.find(" at offset ") != std::string::npos, "error names an offset");
     return 0;
   }

@@ -19,13 +19,13 @@ while getopts t:n:b: opt; do
   esac
 done
 shift $((OPTIND - 1))
-targets=${*:-"fuzz_cact_file fuzz_file_bytes fuzz_tokenizer_blob fuzz_tokenizer_encode fuzz_safetensors fuzz_scheme fuzz_finetune_jsonl fuzz_lora_adapter fuzz_engine_forward fuzz_quant_build fuzz_pickle fuzz_pickle_writer fuzz_training_pickle fuzz_corpus_manifest fuzz_geometry_spec fuzz_tool_catalog fuzz_prompt_cache"}
+targets=${*:-"fuzz_cact_file fuzz_cact3_file fuzz_file_bytes fuzz_tokenizer_blob fuzz_tokenizer_encode fuzz_safetensors fuzz_scheme fuzz_finetune_jsonl fuzz_lora_adapter fuzz_engine_forward fuzz_quant_build fuzz_pickle fuzz_pickle_writer fuzz_training_pickle fuzz_corpus_manifest fuzz_geometry_spec fuzz_tool_catalog fuzz_prompt_cache"}
 [ -d "$build/corpus" ] || { echo "run_fuzzers: run tests/fuzz/build_fuzzers.sh first" >&2; exit 1; }
 
 # Largest input each target mutates (the small seed models are about 10 KB).
 max_len() {
   case $1 in
-    fuzz_cact_file|fuzz_file_bytes|fuzz_engine_forward) echo 32768 ;;
+    fuzz_cact_file|fuzz_cact3_file|fuzz_file_bytes|fuzz_engine_forward) echo 32768 ;;
     fuzz_safetensors|fuzz_lora_adapter|fuzz_quant_build|fuzz_pickle|fuzz_pickle_writer|fuzz_training_pickle) echo 65536 ;;
     fuzz_tokenizer_blob) echo 131072 ;;
     fuzz_finetune_jsonl|fuzz_tool_catalog) echo 16384 ;;

@@ -5,12 +5,12 @@
 // one-line verdict. Never a signal.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "formats/cact/cact_file.h"
 #include "lib/file_bytes.h"
+#include "reliability/reliability_util.h"
 #include "support/test_support.h"
 
 namespace cact {
@@ -19,34 +19,7 @@ namespace {
 using testing::Fixture;
 using testing::ReadAll;
 using testing::TempDir;
-using testing::Tool;
 using testing::WriteAll;
-
-size_t Lines(const std::string& s) {
-  size_t n = std::count(s.begin(), s.end(), '\n');
-  return n + (!s.empty() && s.back() != '\n');
-}
-
-void CheckCli(const std::string& path, const std::string& what) {
-  SCOPED_TRACE(what);
-  auto lib = CactFile::Open(path);
-  auto summary = testing::Run(Tool("cact-inspect") + " " + path);
-  auto verify = testing::Run(Tool("cact-inspect") + " verify " + path);
-  EXPECT_EQ(summary.signal, 0);
-  EXPECT_EQ(verify.signal, 0);
-  if (lib.ok()) {
-    EXPECT_EQ(summary.exit_code, 0) << summary.output.substr(0, 500);
-    EXPECT_EQ(verify.exit_code, 0) << verify.output;
-    return;
-  }
-  const std::string msg(lib.status().message());
-  EXPECT_EQ(summary.exit_code, 2) << summary.output;
-  EXPECT_EQ(Lines(summary.output), 1u) << summary.output;
-  EXPECT_NE(summary.output.find(msg), std::string::npos)
-      << "CLI: " << summary.output << "library: " << msg;
-  EXPECT_EQ(verify.exit_code, 1) << verify.output;
-  EXPECT_EQ(Lines(verify.output), 1u) << verify.output;
-}
 
 class CliCorruption : public ::testing::Test {
  protected:
@@ -65,7 +38,7 @@ TEST_F(CliCorruption, TruncationsExitTwoWithOneLine) {
                      size_t(232), size_t(3575), size_t(3584), size_t(3585), n / 2, n - 1}) {
     const std::string path = dir_ / absl::StrCat("t", len, ".cact");
     WriteAll(path, std::vector<uint8_t>(bytes_.begin(), bytes_.begin() + len));
-    CheckCli(path, "truncated to " + std::to_string(len));
+    reliability::CheckInspectCli(path, "truncated to " + std::to_string(len));
   }
 }
 
@@ -79,7 +52,7 @@ TEST_F(CliCorruption, SeededBitFlipsExitZeroOrTwo) {
     const std::string path = dir_ / absl::StrCat("f", i, ".cact");
     WriteAll(path, b);
     rejected += !CactFile::Open(path).ok();
-    CheckCli(path, "bit flip at byte " + std::to_string(pos));
+    reliability::CheckInspectCli(path, "bit flip at byte " + std::to_string(pos));
   }
   EXPECT_GT(rejected, 3) << "the flips should include rejected files";
 }
@@ -90,7 +63,7 @@ TEST_F(CliCorruption, TruncatedZstdExitsTwoWithOneLine) {
   for (size_t len : {size_t(4), size_t(20), z.size() / 3, z.size() - 1}) {
     const std::string path = dir_ / absl::StrCat("z", len, ".cact.zst");
     WriteAll(path, std::vector<uint8_t>(z.begin(), z.begin() + len));
-    CheckCli(path, "zstd truncated to " + std::to_string(len));
+    reliability::CheckInspectCli(path, "zstd truncated to " + std::to_string(len));
   }
 }
 

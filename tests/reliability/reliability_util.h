@@ -1,5 +1,6 @@
-// Shared by the reliability tests: parse a (damaged) .cact from memory, check that a
-// rejection is a well-formed format error, and touch everything an accepted file exposes.
+// Shared by the reliability tests: parse a (damaged) .cact of either generation from memory,
+// check that a rejection is a well-formed format error, touch everything an accepted file
+// exposes, and check cact-inspect's outcome on a damaged file against its library's.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -7,11 +8,16 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "absl/status/status.h"
+#include "formats/cact/any_generation.h"
+#include "formats/cact/cact3_file.h"
 #include "formats/cact/cact_file.h"
 #include "formats/tokenizer_blob.h"
 #include "lib/file_bytes.h"
 #include "quant/tensor_values.h"
+#include "support/test_support.h"
 
 namespace cact::reliability {
 
@@ -84,21 +90,50 @@ inline double TouchAccepted(const CactFile& f, DamageRange damage, std::string* 
   return sum;
 }
 
-// Opens `bytes` (copied into an exactly sized buffer, so ASan sees any overread).
-inline OpenOutcome OpenDamaged(std::span<const uint8_t> bytes, const std::string& name,
-                               DamageRange damage = {}) {
+inline const CactFile& RecordsOf(const CactFile& f) { return f; }
+inline const CactFile& RecordsOf(const Cact3File& f) { return f.records(); }
+
+// Opens `bytes` as a File (CactFile, or Cact3File for generation 3), copied into an exactly
+// sized buffer so that ASan sees any overread.
+template <typename File = CactFile>
+OpenOutcome OpenDamaged(std::span<const uint8_t> bytes, const std::string& name,
+                        DamageRange damage = {}) {
   OpenOutcome o;
   const auto t0 = std::chrono::steady_clock::now();
-  auto f = CactFile::FromBytes(FileBytes::FromBuffer(name, {bytes.begin(), bytes.end()}));
+  auto f = File::FromBytes(FileBytes::FromBuffer(name, {bytes.begin(), bytes.end()}));
   if (f.ok()) {
     o.accepted = true;
-    TouchAccepted(*f, damage, &o.problem);
+    TouchAccepted(RecordsOf(*f), damage, &o.problem);
   } else {
     o.message = std::string(f.status().message());
     o.problem = CheckFormatErrorShape(o.message, name, bytes.size());
   }
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
+}
+
+// The same damage through the CLI: `cact-inspect FILE` exits 0 when its library
+// (OpenAnyGeneration) accepts the file, else 2 printing exactly one line that carries the
+// library's message; `cact-inspect verify FILE` exits 0 / 1 with one line. Never a signal.
+inline void CheckInspectCli(const std::string& path, const std::string& what) {
+  SCOPED_TRACE(what);
+  auto lib = OpenAnyGeneration(path);
+  auto summary = testing::Run(testing::Tool("cact-inspect") + " " + path);
+  auto verify = testing::Run(testing::Tool("cact-inspect") + " verify " + path);
+  EXPECT_EQ(summary.signal, 0);
+  EXPECT_EQ(verify.signal, 0);
+  if (lib.ok()) {
+    EXPECT_EQ(summary.exit_code, 0) << summary.output.substr(0, 500);
+    EXPECT_EQ(verify.exit_code, 0) << verify.output;
+    return;
+  }
+  const std::string msg(lib.status().message());
+  EXPECT_EQ(summary.exit_code, 2) << summary.output;
+  EXPECT_EQ(testing::CountLines(summary.output), 1u) << summary.output;
+  EXPECT_NE(summary.output.find(msg), std::string::npos)
+      << "CLI: " << summary.output << "library: " << msg;
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_EQ(testing::CountLines(verify.output), 1u) << verify.output;
 }
 
 }  // namespace cact::reliability

@@ -55,6 +55,11 @@ struct CommandResult {
   std::string output;  // stdout and stderr interleaved
 };
 
+// Lines of a command's output (a last line without '\n' counts).
+inline size_t CountLines(const std::string& s) {
+  return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
+}
+
 // Runs `cmd` through /bin/sh, capturing stdout+stderr.
 inline CommandResult Run(const std::string& cmd) {
   CommandResult r;

@@ -4,7 +4,9 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/any_generation.h"
 #include "formats/cact/cact_file.h"
+#include "formats/cact/geometry3_json.h"
 #include "lib/counted.h"
 #include "nlohmann/json.hpp"
 #include "quant/cact_diff.h"
@@ -28,16 +30,27 @@ static const char* StatusName(TensorDiff::Status s) {
 }
 
 int RunDiff(const Options& o) {
-  auto a = CactFile::Open(o.file);
+  auto a = OpenAnyGeneration(o.file);
   if (!a.ok()) return Fail(a.status());
-  auto b = CactFile::Open(o.file_b);
+  auto b = OpenAnyGeneration(o.file_b);
   if (!b.ok()) return Fail(b.status());
-  auto d = DiffFiles(*a, *b);
+  if (a->generation() != b->generation())
+    return Fail(absl::InvalidArgumentError(absl::StrFormat(
+        "%s is generation %d and %s generation %d: diff compares files of one generation", o.file,
+        a->generation(), o.file_b, b->generation())));
+  auto d = DiffFiles(a->records(), b->records());
   if (!d.ok()) return Fail(d.status());
+  if (a->gen3) {  // the records' header holds no Needle 3 geometry: compare it here
+    const nlohmann::ordered_json ga = Geometry3ToJson(a->gen3->geometry());
+    const nlohmann::ordered_json gb = Geometry3ToJson(b->gen3->geometry());
+    for (const auto& [key, value] : ga.items())
+      if (value != gb[key]) d->header.push_back({key, value.dump(), gb[key].dump()});
+  }
   if (o.json) {
     nlohmann::ordered_json j;
     j["a"] = o.file;
     j["b"] = o.file_b;
+    j["generation"] = a->generation();
     j["identical"] = d->identical();
     j["header"] = nlohmann::ordered_json::array();
     for (const auto& h : d->header)

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_format.h"
+#include "formats/cact/any_generation.h"
 #include "formats/cact/cact_file.h"
 #include "lib/file_identity.h"
 #include "lib/npy.h"
@@ -14,8 +15,9 @@ namespace cact::inspect {
 
 int RunDump(const Options& o) {
   if (absl::Status st = CheckOutputIsNotInput(o.output, {o.file}, "-o"); !st.ok()) return Fail(st);
-  auto file = CactFile::Open(o.file);
-  if (!file.ok()) return Fail(file.status());
+  auto opened = OpenAnyGeneration(o.file);
+  if (!opened.ok()) return Fail(opened.status());
+  const CactFile* file = &opened->records();  // the same CQ dequantizer for both generations
   const TensorEntry* t = file->Find(o.tensor);
   if (!t) {
     return Fail(absl::NotFoundError(o.file + ": no tensor named '" + o.tensor +

@@ -1,7 +1,8 @@
 // cact-inspect FILE: a summary that fits a terminal (file, size, checksum, generation,
-// parameters, bits per weight, scheme, geometry, window, tokenizer), the bits-per-weight
-// accounting, and with --tensors the codebook values and the table of every tensor.
-// Human, --markdown (the same content), --json (everything, tensors included).
+// parameters, bits per weight, scheme, geometry, window, tokenizer; generation 3's rows come
+// from info3.cc), the bits-per-weight accounting, and with --tensors the codebook values and
+// the table of every tensor. Human, --markdown (the same content), --json (everything,
+// tensors included).
 #include <cmath>
 #include <cstdio>
 
@@ -9,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "formats/cact/accounting.h"
+#include "formats/cact/any_generation.h"
 #include "formats/cact/cact_file.h"
 #include "formats/cact/geometry_json.h"
 #include "formats/pickle.h"
@@ -19,6 +21,8 @@
 #include "quant/cact_diff.h"
 #include "quant/scheme_inference.h"
 #include "tools/cact-inspect/commands.h"
+#include "tools/cact-inspect/info3.h"
+#include "tools/cact-inspect/summary.h"
 #include "tools/cact-inspect/table.h"
 
 namespace cact::inspect {
@@ -44,10 +48,6 @@ std::string HeadsText(const CactFile& f) {
   return parts.empty() ? "none" : absl::StrJoin(parts, ", ");
 }
 
-std::vector<uint32_t> Used(const std::array<uint32_t, 4>& a, uint32_t n) {
-  return std::vector<uint32_t>(a.begin(), a.begin() + std::min<uint32_t>(n, 4));
-}
-
 Json HeaderJson(const Header& h) {
   Json j{{"tag", absl::StrFormat("0x%08X", h.tag)},
          {"num_tensors", h.num_tensors},
@@ -57,54 +57,36 @@ Json HeaderJson(const Header& h) {
 }
 
 // The summary as (key, value) rows: what a user asks first, in the order they ask it.
-std::vector<std::pair<std::string, std::string>> SummaryRows(const CactFile& f,
-                                                             const std::string& sha,
-                                                             const std::string& scheme,
-                                                             const Accounting& acc,
-                                                             const TokenizerBlob* tok) {
+SummaryRows SummaryRows2(const CactFile& f, const SummaryFacts& facts) {
   const Geometry& g = f.geometry();
-  std::vector<std::pair<std::string, std::string>> rows;
+  SummaryRows rows;
   auto row = [&](const char* k, const std::string& v) { rows.emplace_back(k, v); };
-  row("file", absl::StrFormat("%s (%s bytes%s)", f.path(), Thousands(f.bytes().size()),
-                              f.bytes().decompressed() ? ", decompressed from zstd" : ""));
-  row("sha256", sha);
+  row("file", FileText(f));
+  row("sha256", facts.sha256);
   row("generation", absl::StrFormat("Needle 2 (.cact tag 0x%08X, %s)", f.header().tag,
                                     Counted(f.header().num_tensors, "tensor")));
-  row("parameters", absl::StrFormat("%s (%s CQ-coded), %.4f bits per weight for the whole file",
-                                    Thousands(acc.params), Thousands(acc.cq_params),
-                                    acc.file_bpw));
-  row("scheme", scheme.empty() ? "(no CQ records)"
-                               : absl::StrFormat("%s (inferred from the records)", scheme));
+  row("parameters", ParametersText(facts.accounting));
+  row("scheme", facts.scheme.empty()
+                    ? "(no CQ records)"
+                    : absl::StrFormat("%s (inferred from the records)", facts.scheme));
   row("geometry",
       absl::StrFormat("vocab %s, d_model %d, %s, %d/%d heads x %d, max_seq_len %s",
                       Thousands(g.vocab), g.d_model, Counted(g.num_layers, "layer"), g.num_heads,
                       g.num_kv_heads, g.head_dim, Thousands(g.max_seq_len)));
   row("blocks", absl::StrFormat("Hadamard MLP n=%d, mHC %d lanes, RoPE theta %g", g.hada_n,
                                 g.mhc_lanes, g.rope_theta));
-  row("engram", absl::StrFormat("sites [%s], orders [%s], %d tables x %s slots x %d, conv %d "
-                                "taps dilation %d",
-                                absl::StrJoin(Used(g.engram_sites, g.num_engram_sites), ","),
-                                absl::StrJoin(Used(g.engram_orders, g.num_engram_orders), ","),
-                                g.num_engram_tables, Thousands(g.engram_slots), g.engram_sub_dim,
-                                g.engram_conv_taps, g.engram_conv_dilation));
-  row("kv cache", absl::StrFormat("window %s, %s", Thousands(g.kv_window),
-                                  g.kv_bits == 8 ? "int8" : absl::StrFormat("%d-bit", g.kv_bits)));
-  row("codebooks",
-      f.codebook_group()
-          ? absl::StrFormat("Lloyd-Max CQ2/CQ3/CQ4, scaled for group %d (values: --tensors)",
-                            f.codebook_group())
-          : std::string("group not recognised (custom codebook; values: --tensors)"));
+  row("engram",
+      EngramText(Used(g.engram_sites, g.num_engram_sites),
+                 Used(g.engram_orders, g.num_engram_orders), g.num_engram_tables, g.engram_slots,
+                 g.engram_sub_dim, g.engram_conv_taps, g.engram_conv_dilation));
+  row("kv cache", KvCacheText(g.kv_window, g.kv_bits));
+  row("codebooks", CodebooksText(f));
   row("heads", HeadsText(f));
-  if (tok)
-    row("tokenizer",
-        absl::StrFormat("%s pieces, pad/eos/bos/unk = %d/%d/%d/%d, dummy prefix %d, byte "
-                        "fallback %d",
-                        Thousands(tok->pieces.size()), tok->pad_id, tok->eos_id, tok->bos_id,
-                        tok->unk_id, tok->add_dummy_prefix, tok->byte_fallback));
+  if (facts.tokenizer) row("tokenizer", TokenizerText(*facts.tokenizer));
   return rows;
 }
 
-void PrintSummary(const std::vector<std::pair<std::string, std::string>>& rows, bool markdown) {
+void PrintSummary(const SummaryRows& rows, bool markdown) {
   for (const auto& [k, v] : rows) {
     if (markdown)
       std::printf("- %s: %s\n", k.c_str(), v.c_str());
@@ -176,9 +158,10 @@ int RunInfo(const Options& o) {
     if (!bytes.ok()) return Fail(bytes.status());
     if (LooksLikePickle(bytes->span())) return RunPickleInfo(o, std::move(*bytes));
   }
-  auto file = CactFile::Open(o.file);
+  auto file = OpenAnyGeneration(o.file);
   if (!file.ok()) return Fail(file.status());
-  const CactFile& f = *file;
+  const CactFile& f = file->records();  // generation 3: its records, blobs and codebooks
+  const Cact3File* g3 = file->gen3 ? &*file->gen3 : nullptr;
   std::string sha = Sha256Hex(f.bytes().span());
   std::string scheme = InferScheme(f);
   auto tok = ParseTokenizerBlob(f.tokenizer_blob(), f.path(), f.tensors().back().record.offset);
@@ -187,11 +170,13 @@ int RunInfo(const Options& o) {
   if (o.json) {
     Json j;
     j["file"] = f.path();
+    j["generation"] = file->generation();
     j["bytes"] = f.bytes().size();
     j["zstd"] = f.bytes().decompressed();
     j["sha256"] = sha;
-    j["header"] = HeaderJson(f.header());
-    j["scheme"] = scheme;
+    j["header"] = g3 ? Header3Json(*g3) : HeaderJson(f.header());
+    if (g3) j["layout"] = Layout3Json(*g3);
+    j[g3 ? "widths" : "scheme"] = scheme;  // generation 3: not a cact-quant scheme
     j["codebook_group"] = f.codebook_group();
     Json cbs;
     size_t off = 0;
@@ -206,6 +191,7 @@ int RunInfo(const Options& o) {
     for (const auto& h : f.probe_heads())
       j["probe_heads"].push_back(
           {{"name", h.name()}, {"probes", h.probes}, {"out_dim", h.out_dim}});
+    if (g3) j["probe_heads"] = j["layout"]["probe_heads"];
     if (tok.ok())
       j["tokenizer"] = {{"pieces", tok->pieces.size()},
                         {"pad_id", tok->pad_id},
@@ -233,7 +219,8 @@ int RunInfo(const Options& o) {
   }
 
   if (o.markdown) std::printf("## %s\n\n", f.path().c_str());
-  PrintSummary(SummaryRows(f, sha, scheme, acc, tok.ok() ? &*tok : nullptr), o.markdown);
+  const SummaryFacts facts{sha, scheme, acc, tok.ok() ? &*tok : nullptr};
+  PrintSummary(g3 ? SummaryRows3(*g3, facts) : SummaryRows2(f, facts), o.markdown);
   std::printf(o.markdown ? "\n### Accounting\n\n" : "\naccounting\n");
   PrintAccounting(acc, o.markdown);
   if (!o.tensors) {

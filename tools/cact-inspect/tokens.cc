@@ -1,6 +1,7 @@
 // cact-inspect tokens: the tokenizer pieces (id, type, score, surface).
 #include <cstdio>
 
+#include "formats/cact/any_generation.h"
 #include "formats/cact/cact_file.h"
 #include "formats/tokenizer_blob.h"
 #include "nlohmann/json.hpp"
@@ -26,8 +27,9 @@ static const char* TypeName(PieceType t) {
 }
 
 int RunTokens(const Options& o) {
-  auto file = CactFile::Open(o.file);
-  if (!file.ok()) return Fail(file.status());
+  auto opened = OpenAnyGeneration(o.file);
+  if (!opened.ok()) return Fail(opened.status());
+  const CactFile* file = &opened->records();  // the tokenizer blob is the same in both
   const TensorEntry& raw = file->tensors().back();
   auto tok = ParseTokenizerBlob(file->tokenizer_blob(), o.file, raw.record.offset);
   if (!tok.ok()) return Fail(tok.status());

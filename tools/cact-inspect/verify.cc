@@ -1,4 +1,4 @@
-// cact-inspect verify: full validation (CactFile::Open validates the structure), every
+// cact-inspect verify: full validation (either generation's validator), every
 // stored float finite (formats/cact/finite_check.h), the file's SHA-256 against --sha256,
 // and with --tensors one SHA-256 per tensor blob. A one-line verdict on stderr; exit 0 pass,
 // 1 the file fails a check, 2 the command cannot run (no such file, a bad flag).
@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "absl/strings/ascii.h"
+#include "formats/cact/any_generation.h"
 #include "formats/cact/cact_file.h"
 #include "formats/cact/finite_check.h"
 #include "lib/resources.h"
@@ -37,8 +38,9 @@ int RunVerify(const Options& o) {
   std::error_code ec;
   if (!std::filesystem::exists(o.file, ec))
     return Fail(absl::NotFoundError(o.file + ": no such file"));
-  auto file = CactFile::Open(o.file);
-  if (!file.ok()) return FailVerdict(o, std::string(file.status().message()));
+  auto opened = OpenAnyGeneration(o.file);
+  if (!opened.ok()) return FailVerdict(o, std::string(opened.status().message()));
+  const CactFile* file = &opened->records();  // generation 3: its records, blobs, codebooks
 
   uint64_t non_finite_total = 0;
   const Stopwatch finite_clock;
@@ -52,6 +54,7 @@ int RunVerify(const Options& o) {
   if (o.json) {
     nlohmann::ordered_json j;
     j["file"] = o.file;
+    j["generation"] = opened->generation();
     j["ok"] = ok;
     j["bytes"] = file->bytes().size();
     j["sha256"] = sha;
@@ -99,10 +102,11 @@ int RunVerify(const Options& o) {
     std::fprintf(stderr, "FAIL %s: sha256 %s, expected %s\n", o.file.c_str(), sha.c_str(),
                  want.c_str());
   if (!ok) return 1;
-  std::fprintf(stderr, "OK %s: valid .cact, %zu tensors, every value finite, %s bytes, sha256 "
-               "%s%s\n",
-               o.file.c_str(), file->tensors().size(), Thousands(file->bytes().size()).c_str(),
-               sha.c_str(), want.empty() ? "" : " (matches)");
+  std::fprintf(stderr, "OK %s: valid .cact%s, %zu tensors, every value finite, %s bytes, "
+               "sha256 %s%s\n",
+               o.file.c_str(), opened->generation() == 3 ? " (generation 3)" : "",
+               file->tensors().size(), Thousands(file->bytes().size()).c_str(), sha.c_str(),
+               want.empty() ? "" : " (matches)");
   return 0;
 }
 
