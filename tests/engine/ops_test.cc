@@ -145,6 +145,24 @@ TEST(Ops, ZcnAndRmsUnit) {
   }
 }
 
+// The reference path's bits depend on Dot's summation order: element i goes to lane i % 8,
+// the lanes are added pairwise as ((0+4)+(1+5))+((2+6)+(3+7)). Every length up to 40, so
+// each tail length is checked, against that order written out plainly.
+TEST(Ops, DotSumsInEightLanesInAFixedOrder) {
+  for (size_t n = 0; n <= 40; ++n) {
+    std::vector<float> a(n), b(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = std::sin(0.7f * float(i) + 0.3f) * 1e3f;
+      b[i] = std::cos(1.3f * float(i)) / 7.0f;
+    }
+    float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < n; ++i) lane[i % 8] += a[i] * b[i];
+    const float want =
+        ((lane[0] + lane[4]) + (lane[1] + lane[5])) + ((lane[2] + lane[6]) + (lane[3] + lane[7]));
+    EXPECT_EQ(ops::Dot(a.data(), b.data(), n), want) << "n = " << n;
+  }
+}
+
 TEST(Ops, DotAndMatVec) {
   std::vector<float> a(37), b(37);
   double want = 0;
