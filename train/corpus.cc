@@ -127,7 +127,30 @@ Split SplitOf(std::string_view sha256_hex, uint64_t heldout_modulus) {
                                                                                : Split::kTrain;
 }
 
-std::string NormalizeText(std::string_view raw) {
+namespace {
+
+// `line` without leading spaces and tabs or trailing spaces, tabs and '\r's, each inner run of
+// spaces and tabs one space. ('\r's go with the trailing spaces: "a\r " must not become
+// "a\r", which normalises again to "a".)
+void AppendCollapsed(std::string_view line, std::string* out) {
+  const size_t end = line.find_last_not_of(" \t\r");
+  line = line.substr(0, end == std::string_view::npos ? 0 : end + 1);
+  bool gap = false, any = false;
+  for (char c : line) {
+    if (c == ' ' || c == '\t') {
+      gap = any;
+      continue;
+    }
+    if (gap) out->push_back(' ');
+    out->push_back(c);
+    gap = false;
+    any = true;
+  }
+}
+
+}  // namespace
+
+std::string NormalizeText(std::string_view raw, Spacing spacing) {
   std::string out;
   out.reserve(raw.size());
   while (!raw.empty()) {
@@ -136,7 +159,11 @@ std::string NormalizeText(std::string_view raw) {
     raw.remove_prefix(nl == std::string_view::npos ? raw.size() : nl + 1);
     while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, CR CR LF
     if (IsBlank(line)) continue;
-    out.append(line);
+    if (spacing == Spacing::kCollapse) {
+      AppendCollapsed(line, &out);
+    } else {
+      out.append(line);
+    }
     out.push_back('\n');
   }
   return out;
@@ -208,7 +235,7 @@ absl::StatusOr<std::vector<Document>> CollectDocuments(const std::vector<std::st
       continue;
     }
     Document d;
-    d.text = NormalizeText(raw);
+    d.text = NormalizeText(raw, filter.spacing);
     if (d.text.empty()) {
       ++s.empty;
       continue;

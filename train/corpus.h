@@ -28,6 +28,12 @@
 namespace cact::train {
 
 enum class Split { kTrain, kHeldOut };
+
+// What normalisation does with spaces and tabs inside a line. kKeep is the committed
+// reference model's corpus. kCollapse drops a line's leading spaces and tabs and its trailing
+// spaces, tabs and carriage returns, and turns every inner run of spaces and tabs into one: Debian's copyright files align text in
+// columns, and a small model trained on the runs continues a newline greedily with spaces.
+enum class Spacing { kKeep, kCollapse };
 // "train" / "heldout", as the manifest spells them.
 std::string_view SplitName(Split s);
 
@@ -46,6 +52,7 @@ struct CorpusFilter {
   // A document is held out iff ContentKey(sha256) % heldout_modulus == 0 (20: 5 %;
   // 0: nothing held out).
   uint64_t heldout_modulus = 20;
+  Spacing spacing = Spacing::kKeep;
 };
 
 struct Document {
@@ -77,8 +84,8 @@ Split SplitOf(std::string_view sha256_hex, uint64_t heldout_modulus);
 // dropped, every kept line ending in '\n' (so normalising twice changes nothing). Blank lines
 // go because the tokenizer's corpus had none (quant/data/train_tokenizers.py): '\n' is not
 // one of its pieces, so every blank line would cost byte-fallback tokens that carry no
-// language.
-std::string NormalizeText(std::string_view raw);
+// language. With Spacing::kCollapse, spaces and tabs within lines as that value describes.
+std::string NormalizeText(std::string_view raw, Spacing spacing = Spacing::kKeep);
 // Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF.
 bool IsValidUtf8(std::string_view s);
 

@@ -144,14 +144,15 @@ absl::StatusOr<std::vector<ManifestEntry>> ReadManifest(const std::string& path)
   return ParseManifest(text, path);
 }
 
-absl::StatusOr<std::vector<Document>> LoadCorpusFromManifest(const std::string& manifest_path) {
+absl::StatusOr<std::vector<Document>> LoadCorpusFromManifest(const std::string& manifest_path,
+                                                             Spacing spacing) {
   CACT_ASSIGN_OR_RETURN(const std::vector<ManifestEntry> entries, ReadManifest(manifest_path));
   std::vector<Document> docs;
   docs.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const ManifestEntry& e = entries[i];
     CACT_ASSIGN_OR_RETURN(const std::string raw, ReadListed(e, manifest_path, i + 2));
-    docs.push_back({e.path, e.bytes, e.sha256, e.split, NormalizeText(raw)});
+    docs.push_back({e.path, e.bytes, e.sha256, e.split, NormalizeText(raw, spacing)});
   }
   return docs;
 }

@@ -41,6 +41,7 @@ absl::StatusOr<std::vector<ManifestEntry>> ReadManifest(const std::string& path)
 // Reads every listed file, checks its size and SHA-256 against the manifest and normalises
 // it. Any difference (missing or unreadable file, size, hash) fails, naming the manifest
 // line, the path and what differs: reproduction never silently trains on other data.
-absl::StatusOr<std::vector<Document>> LoadCorpusFromManifest(const std::string& manifest_path);
+absl::StatusOr<std::vector<Document>> LoadCorpusFromManifest(const std::string& manifest_path,
+                                                             Spacing spacing = Spacing::kKeep);
 
 }  // namespace cact::train

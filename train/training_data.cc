@@ -76,6 +76,9 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, cons
     return absl::InvalidArgumentError(
         "give exactly one corpus: --corpus PATHS, --manifest FILE or --text FILES");
   }
+  if (o.spacing != Spacing::kKeep && !o.text.empty())
+    return absl::InvalidArgumentError(
+        "--collapse-spaces goes with --corpus or --manifest (text files are taken as they are)");
   if (!o.heldout.empty() && o.text.empty())
     return absl::InvalidArgumentError("--heldout goes with --text (a corpus holds out its own)");
   TrainingData d;
@@ -98,14 +101,17 @@ absl::StatusOr<TrainingData> LoadTrainingData(const TrainingDataOptions& o, cons
     d.description = absl::StrCat("text: ", absl::StrJoin(o.text, " "),
                                  "; held out: ", absl::StrJoin(o.heldout, " "));
   } else {
-    absl::StatusOr<std::vector<Document>> loaded = o.manifest.empty()
-                                                       ? CollectDocuments(o.corpus, CorpusFilter{})
-                                                       : LoadCorpusFromManifest(o.manifest);
+    CorpusFilter filter;
+    filter.spacing = o.spacing;
+    absl::StatusOr<std::vector<Document>> loaded =
+        o.manifest.empty() ? CollectDocuments(o.corpus, filter)
+                           : LoadCorpusFromManifest(o.manifest, o.spacing);
     if (!loaded.ok()) return loaded.status();
     docs = std::move(*loaded);
     d.heldout_text = SplitText(docs, Split::kHeldOut);
     d.description = o.manifest.empty() ? absl::StrCat("corpus: ", absl::StrJoin(o.corpus, " "))
                                        : absl::StrCat("manifest: ", o.manifest);
+    if (o.spacing == Spacing::kCollapse) d.description += "; spaces collapsed";
   }
   TokenStreams streams = TokenizeDocuments(*tok, docs);
   d.train = std::move(streams.train);

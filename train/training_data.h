@@ -23,6 +23,7 @@ struct TrainingDataOptions {
   std::vector<std::string> heldout;  // ...and held-out text files (scored as one text)
   int64_t ctx = 256;                 // scoring chunks: ctx-1 tokens each (cact-run --ctx)
   int64_t heldout_chunks = 128;      // chunks scored (cact-run --chunks; 0 = all)
+  Spacing spacing = Spacing::kKeep;  // the corpus's or manifest's normalisation (train/corpus.h)
 };
 
 struct TrainingData {

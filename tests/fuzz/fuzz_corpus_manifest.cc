@@ -17,6 +17,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CACT_FUZZ_CHECK(NormalizeText(normal) == normal, "normalisation is idempotent");
   CACT_FUZZ_CHECK(!IsValidUtf8(text) || IsValidUtf8(normal),
                   "normalising valid UTF-8 keeps it valid");
+  const std::string collapsed = NormalizeText(text, Spacing::kCollapse);
+  CACT_FUZZ_CHECK(NormalizeText(collapsed, Spacing::kCollapse) == collapsed,
+                  "collapsing normalisation is idempotent");
+  CACT_FUZZ_CHECK(collapsed.find("  ") == std::string::npos &&
+                      collapsed.find('\t') == std::string::npos &&
+                      collapsed.find("\n ") == std::string::npos &&
+                      collapsed.find(" \n") == std::string::npos && collapsed.rfind(' ', 0) != 0,
+                  "collapsed text has no runs, tabs, or spaces at a line's ends");
+  CACT_FUZZ_CHECK(!IsValidUtf8(text) || IsValidUtf8(collapsed),
+                  "collapsing valid UTF-8 keeps it valid");
   auto m = ParseManifest(text, "fuzz");
   if (!m.ok()) {
     CACT_FUZZ_CHECK(m.status().message().rfind("fuzz:", 0) == 0, "error names the manifest");

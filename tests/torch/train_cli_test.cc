@@ -87,6 +87,12 @@ TEST(TrainCli, BadInputFailsCleanly) {
                          (dir / "x.cact"));
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("/nonexistent.txt"), std::string::npos) << r.output;
+  // text files are taken as they are: the corpus normalisation switch does not apply
+  r = cact::testing::Run(Tool("cact-torch") + " train --text " + Src("docs/engine.md") +
+                         " --collapse-spaces -o " + (dir / "x.cact"));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--collapse-spaces goes with --corpus or --manifest"), std::string::npos)
+      << r.output;
   // a manifest whose file changed is refused, naming the line and the path
   std::filesystem::copy_file(Src("docs/engine.md"), dir / "doc.txt");
   const std::vector<uint8_t> bytes = ReadAll(dir / "doc.txt");

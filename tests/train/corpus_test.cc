@@ -136,6 +136,23 @@ TEST(CorpusText, NormalisationDropsBlankLinesAndCarriageReturns) {
   EXPECT_EQ(NormalizeText(""), "");
 }
 
+TEST(CorpusText, CollapsedSpacingDropsIndentationAndRuns) {
+  const Spacing c = Spacing::kCollapse;
+  // Leading, trailing and inner runs of spaces and tabs; a form feed is text, not spacing.
+  EXPECT_EQ(NormalizeText("    Copyright:  2001\t\tJane  Doe \t\r\n", c), "Copyright: 2001 Jane Doe\n");
+  EXPECT_EQ(NormalizeText("a\n \t \n\tb c\n", c), "a\nb c\n");
+  EXPECT_EQ(NormalizeText("x \f  y\n", c), "x \f y\n");
+  EXPECT_EQ(NormalizeText("  \n", c), "");
+  // A carriage return before trailing spaces goes with them (else normalising again changes it).
+  EXPECT_EQ(NormalizeText("a\r \n", c), "a\n");
+  EXPECT_EQ(NormalizeText("", c), "");
+  // The default keeps a line's spaces as they are.
+  EXPECT_EQ(NormalizeText("  a  b\n"), "  a  b\n");
+  const std::string once = NormalizeText(" p\t q  \r\r\n\n r", c);
+  EXPECT_EQ(once, "p q\nr\n");
+  EXPECT_EQ(NormalizeText(once, c), once);
+}
+
 TEST(CorpusText, StrictUtf8) {
   EXPECT_TRUE(IsValidUtf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
   for (const char* bad :
@@ -239,6 +256,35 @@ TEST_F(ManifestFixture, RoundTrip) {
   auto text = FormatManifest(ManifestOf(docs));
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, Get(manifest));
+}
+
+TEST_F(ManifestFixture, CollapsedSpacingFromDiscoveryAndManifestAlike) {
+  Put(t.root + "/pkg-d/copyright", "Files:   *\n  Copyright:\t2021  D.\n");
+  t.filter.spacing = Spacing::kCollapse;
+  auto found = CollectDocuments({t.root}, t.filter);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_TRUE(WriteManifest(manifest, ManifestOf(*found)).ok());
+  auto loaded = LoadCorpusFromManifest(manifest, Spacing::kCollapse);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_EQ(loaded->size(), found->size());
+  bool seen = false;
+  for (size_t i = 0; i < found->size(); ++i) {
+    EXPECT_EQ((*loaded)[i].text, (*found)[i].text);
+    EXPECT_EQ((*loaded)[i].split, (*found)[i].split);
+    if ((*found)[i].path.ends_with("pkg-d/copyright")) {
+      EXPECT_EQ((*found)[i].text, "Files: *\nCopyright: 2021 D.\n");
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen);
+  // The manifest pins the files, not the normalisation: the default keeps the spaces.
+  auto kept = LoadCorpusFromManifest(manifest);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  for (const Document& d : *kept) {
+    if (d.path.ends_with("pkg-d/copyright")) {
+      EXPECT_EQ(d.text, "Files:   *\n  Copyright:\t2021  D.\n");
+    }
+  }
 }
 
 TEST_F(ManifestFixture, MissingFile) {

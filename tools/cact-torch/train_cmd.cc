@@ -57,6 +57,11 @@ void TrainCommand::Add(CLI::App& app) {
                    "files and directories to train on (docs/training-corpus.md has the rules)");
   sub_->add_option("--manifest", data_.manifest,
                    "a corpus manifest (OUT.corpus.tsv of an earlier run): every file checked");
+  sub_->add_flag_function(
+      "--collapse-spaces",
+      [this](int64_t) { data_.spacing = train::Spacing::kCollapse; },
+      "normalise the corpus's lines without leading, trailing or repeated spaces and tabs "
+      "(pass it again with --manifest to reproduce such a run)");
   sub_->add_option("--text", data_.text, "or plain training text files...");
   sub_->add_option("--heldout", data_.heldout, "...and held-out text files (scored as one text)");
   sub_->add_option("--heldout-chunks", data_.heldout_chunks,
