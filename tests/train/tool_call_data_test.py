@@ -1,0 +1,97 @@
+"""docs/reference-model/tool_call_data.py: deterministic, held-out values and phrasings never
+in training, and pre-training text whose first turn is the official rendering (render_oracle).
+
+  tool_call_data_test.py SOURCE_DIR
+"""
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+SOURCE = sys.argv[1]
+sys.path.insert(0, os.path.join(SOURCE, "tests", "train"))
+sys.path.insert(0, os.path.join(SOURCE, "docs", "reference-model"))
+import render_oracle  # noqa: E402
+import tool_call_data  # noqa: E402
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+
+
+def generate(out):
+    subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "docs", "reference-model", "tool_call_data.py"),
+                    out, "--train", "1500", "--heldout", "120"], check=True, capture_output=True)
+    files = {}
+    for root, _, names in os.walk(out):
+        for n in names:
+            with open(os.path.join(root, n), "rb") as f:
+                files[os.path.relpath(os.path.join(root, n), out)] = f.read()
+    return files
+
+
+def rows(files, name):
+    return [json.loads(l) for l in files[name].decode().splitlines()]
+
+
+def value(row):
+    return next(iter(row["answers"][0]["arguments"].values())) if row["answers"] else None
+
+
+def template_regex(template):
+    return re.compile("^" + re.escape(template).replace(r"\{\}", "(.+)") + "$")
+
+
+with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+    first, second = generate(a), generate(b)
+check(first == second, "two runs with the same seed wrote different files")
+
+train = rows(first, "train.jsonl")
+held_values = rows(first, "heldout-values.jsonl")
+held_phrasings = rows(first, "heldout-phrasings.jsonl")
+check(len(train) == 1500 and len(held_values) == 120 and len(held_phrasings) == 120, "row counts")
+
+with open(os.path.join(SOURCE, "docs", "reference-model", "tools.json")) as f:
+    tools = json.load(f)
+check(all(r["tools"] == tools for r in train + held_values + held_phrasings),
+      "a row's tools differ from docs/reference-model/tools.json")
+
+train_values = {value(r) for r in train if r["answers"]}
+for name, held in (("heldout-values", held_values), ("heldout-phrasings", held_phrasings)):
+    for r in held:
+        v = value(r)
+        check(v is None or v not in train_values, "%s: value %r is also a training value" % (name, v))
+        check(v is None or str(v) in r["query"], "%s: value %r is not in its query" % (name, v))
+
+train_templates = [template_regex(t) for t in tool_call_data.WEATHER_TRAIN + tool_call_data.TIMER_TRAIN +
+                   tool_call_data.PACKAGE_TRAIN] + [re.compile("^" + re.escape(q) + "$")
+                                                    for q in tool_call_data.OTHER_TRAIN]
+for r in held_phrasings:
+    check(not any(t.match(r["query"]) for t in train_templates),
+          "held-out phrasing %r matches a training phrasing" % r["query"])
+check({r["query"] for r in held_phrasings}.isdisjoint({r["query"] for r in train}),
+      "a held-out phrasing's query is also a training query")
+
+shards = sorted(k for k in first if k.startswith("pretrain/"))
+check(len(shards) >= 1, "no pre-training shards")
+for k in shards:
+    data = first[k]
+    check(len(data) < 1 << 20, "%s: over 1 MiB" % k)
+    check(int(hashlib.sha256(data).hexdigest()[:16], 16) % 20 != 0, "%s: the corpus would hold it out" % k)
+text = first[shards[0]].decode()
+prompt, target = render_oracle.render(train[0])
+check(text.startswith(prompt + target + "\n"),
+      "the first pre-training turn is not the official rendering:\n%r\n%r" % (text[:600], prompt + target))
+check(all(r["query"] in "".join(first[k].decode() for k in shards) for r in train),
+      "a training example is missing from the pre-training text")
+
+for f in failures:
+    print("FAIL:", f)
+print("%d failures" % len(failures))
+sys.exit(1 if failures else 0)
