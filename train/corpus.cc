@@ -82,6 +82,25 @@ bool IsBlank(std::string_view line) {
   return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos;
 }
 
+// `line` without leading spaces and tabs or trailing spaces, tabs and '\r's, each inner run of
+// spaces and tabs one space. ('\r's go with the trailing spaces: "a\r " must not become
+// "a\r", which normalises again to "a".)
+void AppendCollapsed(std::string_view line, std::string* out) {
+  const size_t end = line.find_last_not_of(" \t\r");
+  line = line.substr(0, end == std::string_view::npos ? 0 : end + 1);
+  bool gap = false, any = false;
+  for (char c : line) {
+    if (c == ' ' || c == '\t') {
+      gap = any;
+      continue;
+    }
+    if (gap) out->push_back(' ');
+    out->push_back(c);
+    gap = false;
+    any = true;
+  }
+}
+
 }  // namespace
 
 FileRead ReadFileUpTo(const std::string& path, uint64_t max_bytes, std::string* out) {
@@ -126,29 +145,6 @@ Split SplitOf(std::string_view sha256_hex, uint64_t heldout_modulus) {
   return heldout_modulus != 0 && ContentKey(sha256_hex) % heldout_modulus == 0 ? Split::kHeldOut
                                                                                : Split::kTrain;
 }
-
-namespace {
-
-// `line` without leading spaces and tabs or trailing spaces, tabs and '\r's, each inner run of
-// spaces and tabs one space. ('\r's go with the trailing spaces: "a\r " must not become
-// "a\r", which normalises again to "a".)
-void AppendCollapsed(std::string_view line, std::string* out) {
-  const size_t end = line.find_last_not_of(" \t\r");
-  line = line.substr(0, end == std::string_view::npos ? 0 : end + 1);
-  bool gap = false, any = false;
-  for (char c : line) {
-    if (c == ' ' || c == '\t') {
-      gap = any;
-      continue;
-    }
-    if (gap) out->push_back(' ');
-    out->push_back(c);
-    gap = false;
-    any = true;
-  }
-}
-
-}  // namespace
 
 std::string NormalizeText(std::string_view raw, Spacing spacing) {
   std::string out;

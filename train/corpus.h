@@ -28,14 +28,15 @@
 namespace cact::train {
 
 enum class Split { kTrain, kHeldOut };
+// "train" / "heldout", as the manifest spells them.
+std::string_view SplitName(Split s);
 
 // What normalisation does with spaces and tabs inside a line. kKeep is the committed
 // reference model's corpus. kCollapse drops a line's leading spaces and tabs and its trailing
-// spaces, tabs and carriage returns, and turns every inner run of spaces and tabs into one: Debian's copyright files align text in
-// columns, and a small model trained on the runs continues a newline greedily with spaces.
+// spaces, tabs and carriage returns, and turns every inner run of spaces and tabs into one:
+// Debian's copyright files align text in columns, and a small model trained on the runs
+// continues a newline greedily with spaces.
 enum class Spacing { kKeep, kCollapse };
-// "train" / "heldout", as the manifest spells them.
-std::string_view SplitName(Split s);
 
 struct CorpusFilter {
   // fnmatch(3) patterns on the file name (not the path).

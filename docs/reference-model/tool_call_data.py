@@ -118,9 +118,14 @@ OTHER_HELDOUT = [
 ]
 
 
+def hash_key(text, hex_digits):
+    """The first hex digits of the SHA-256 of `text`, as a number."""
+    return int(hashlib.sha256(text.encode()).hexdigest()[:hex_digits], 16)
+
+
 def is_heldout(value, modulus):
     """A value is held out by the hash of its text: independent of list order."""
-    return int(hashlib.sha256(str(value).encode()).hexdigest()[:8], 16) % modulus == 0
+    return hash_key(str(value), 8) % modulus == 0
 
 
 def synthetic_name(rng, capital):
@@ -169,7 +174,7 @@ def conversation(examples):
 
 def held_out_by_corpus(text):
     """train/corpus.h holds a document out when its SHA-256's first 8 bytes are 0 mod 20."""
-    return int(hashlib.sha256(text.encode()).hexdigest()[:16], 16) % 20 == 0
+    return hash_key(text, 16) % 20 == 0
 
 
 def main():
@@ -206,17 +211,13 @@ def main():
         k = 1 + rng.randint(0, 6)
         convs.append(conversation(rows[:k]))
         rows = rows[k:]
+    # A shard ends past 900 kB, and only where the corpus split keeps it for training; the
+    # last one grows by further training examples until the split keeps it.
     shard, n = "", 0
-    for i, c in enumerate(convs):
-        shard += c
-        # A shard ends past 900 kB, and only where the corpus split keeps it for training.
-        if (len(shard.encode()) > 900_000 or i == len(convs) - 1) and not held_out_by_corpus(shard):
-            with open(os.path.join(a.out, "pretrain", "%02d.txt" % n), "w") as f:
-                f.write(shard)
-            shard, n = "", n + 1
-    while shard:  # the last shard grows by further training examples until the split keeps it
-        shard += conversation([example(rng, tools, rng.choice(kinds), train_p, train_vals)])
-        if not held_out_by_corpus(shard):
+    while convs or shard:
+        shard += convs.pop(0) if convs else conversation(
+            [example(rng, tools, rng.choice(kinds), train_p, train_vals)])
+        if (len(shard.encode()) > 900_000 or not convs) and not held_out_by_corpus(shard):
             with open(os.path.join(a.out, "pretrain", "%02d.txt" % n), "w") as f:
                 f.write(shard)
             shard, n = "", n + 1
