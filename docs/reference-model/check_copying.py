@@ -5,6 +5,7 @@ the repeat almost for free.
 
   - five spans of 60 random token ids (13-511, numpy seed 0), each followed by itself;
   - three sentences with made-up words, each followed by itself.
+Exit 2 on bad input (usage, or a model cact-run refuses).
 Usage: /usr/bin/python3 check_copying.py CACT_RUN MODEL TOKENIZER.model"""
 import io
 import subprocess
@@ -22,7 +23,11 @@ SENTENCES = [
 
 def nll(cact_run, model, ids):
     out = subprocess.run([cact_run, model, "--tokens", ",".join(map(str, ids)), "--logits", "-",
-                          "--path", "ref"], capture_output=True, check=True)
+                          "--path", "ref"], capture_output=True)
+    if out.returncode != 0:
+        print("check_copying: %s: cact-run exited %d: %s"
+              % (model, out.returncode, out.stderr.decode(errors="replace").strip()), file=sys.stderr)
+        sys.exit(2)
     lg = np.load(io.BytesIO(out.stdout)).astype(np.float64)
     m = lg.max(1, keepdims=True)
     lp = lg - m - np.log(np.exp(lg - m).sum(1, keepdims=True))

@@ -177,6 +177,14 @@ def held_out_by_corpus(text):
     return hash_key(text, 16) % 20 == 0
 
 
+def write_atomically(path, text):
+    """Readers never see a half-written file: write beside it, then rename over it."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
@@ -203,9 +211,8 @@ def main():
     }
     os.makedirs(os.path.join(a.out, "pretrain"), exist_ok=True)
     for name, rows in sets.items():
-        with open(os.path.join(a.out, name), "w") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        write_atomically(os.path.join(a.out, name),
+                         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     rows, convs = sets["train.jsonl"], []
     while rows:
         k = 1 + rng.randint(0, 6)
@@ -218,8 +225,7 @@ def main():
         shard += convs.pop(0) if convs else conversation(
             [example(rng, tools, rng.choice(kinds), train_p, train_vals)])
         if (len(shard.encode()) > 900_000 or not convs) and not held_out_by_corpus(shard):
-            with open(os.path.join(a.out, "pretrain", "%02d.txt" % n), "w") as f:
-                f.write(shard)
+            write_atomically(os.path.join(a.out, "pretrain", "%02d.txt" % n), shard)
             shard, n = "", n + 1
     for k in ("weather", "timer", "package"):
         print("%s: %d training values, %d held out" % (k, len(train_vals[k]), len(held_vals[k])))
