@@ -114,10 +114,25 @@ CACT_ALWAYS_INLINE void FwhtLanes(Lanes* x, uint32_t g, float scale) {
 
 // y <- x @ (H/sqrt(g)) in the reference BLAS order: for every output a left-to-right sum
 // of the rounded products x_j * (+-scale). The sign is applied by an exact multiply by +-1.
+// Four outputs are summed side by side: one output's sum is a chain of dependent adds, four
+// independent chains keep the adder busy; each output still adds in its own order (same bits).
 CACT_ALWAYS_INLINE void ExporterRotateLanes(Lanes* x, uint32_t g, float scale, const float* signs,
                                             Lanes* y) {
   for (uint32_t j = 0; j < g; ++j) x[j] = x[j] * scale;
-  for (uint32_t k = 0; k < g; ++k) {
+  uint32_t k = 0;
+  for (; k + 4 <= g; k += 4) {
+    const float* r0 = signs + size_t(k) * g;
+    const float *r1 = r0 + g, *r2 = r1 + g, *r3 = r2 + g;
+    Lanes a0 = {}, a1 = {}, a2 = {}, a3 = {};
+    for (uint32_t j = 0; j < g; ++j) {
+      a0 = a0 + x[j] * r0[j];
+      a1 = a1 + x[j] * r1[j];
+      a2 = a2 + x[j] * r2[j];
+      a3 = a3 + x[j] * r3[j];
+    }
+    y[k] = a0, y[k + 1] = a1, y[k + 2] = a2, y[k + 3] = a3;
+  }
+  for (; k < g; ++k) {
     const float* row = signs + size_t(k) * g;
     Lanes acc = {};
     for (uint32_t j = 0; j < g; ++j) acc = acc + x[j] * row[j];
