@@ -1,0 +1,89 @@
+#!/usr/bin/python3
+"""A control for the copying runs: a plain pre-norm GPT (learned positions, LayerNorm, GELU
+MLP, no QK norm, no engram, no mHC) of the reference model's width and depth (d 256, 4
+layers, 4 heads), trained on the same tokens with the same batch, then the repeat test of
+check_copying.py (60 random token ids, then the same 60). If it copies where the Needle block
+does not, the block is the obstacle; if neither copies, the data and the budget are.
+
+  /usr/bin/python3 plain_gpt_copying.py TEXT STEPS [TOKENIZER.model]
+
+Batch 4 x 256 tokens, AdamW lr 1e-3, weight decay 0.1, torch seed 0, 2 threads; prints the
+training loss every 50 steps and the repeat test's mean NLL per token, first and repeated."""
+import math
+import sys
+import time
+
+import numpy as np
+import sentencepiece
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+B, T, D, L, H, V = 4, 256, 256, 4, 4, 512
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n1, self.n2 = nn.LayerNorm(D), nn.LayerNorm(D)
+        self.qkv, self.o = nn.Linear(D, 3 * D), nn.Linear(D, D)
+        self.mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, H, D // H).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-1, -2)) / math.sqrt(D // H)
+        a = a.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+        x = x + self.o((a.softmax(-1) @ v).transpose(1, 2).reshape(b, t, D))
+        return x + self.mlp(self.n2(x))
+
+
+class Gpt(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(V, D), nn.Embedding(T, D)
+        self.blocks = nn.ModuleList(Block() for _ in range(L))
+        self.norm = nn.LayerNorm(D)
+
+    def forward(self, x):
+        h = self.tok(x) + self.pos(torch.arange(x.shape[1]))
+        for b in self.blocks:
+            h = b(h)
+        return self.norm(h) @ self.tok.weight.t()
+
+
+def main():
+    if len(sys.argv) not in (3, 4):
+        print(__doc__, file=sys.stderr)
+        return 2
+    tok = sys.argv[3] if len(sys.argv) == 4 else "quant/data/small_tokenizer.model"
+    torch.manual_seed(0)
+    torch.set_num_threads(2)
+    sp = sentencepiece.SentencePieceProcessor(model_file=tok)
+    with open(sys.argv[1]) as f:
+        ids = np.array(sp.encode(f.read()[:3000000]), dtype=np.int64)
+    model = Gpt()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    rng, t0 = np.random.default_rng(0), time.time()
+    for step in range(1, int(sys.argv[2]) + 1):
+        starts = rng.integers(0, len(ids) - T - 1, B)
+        x = torch.tensor(np.stack([ids[s:s + T + 1] for s in starts]))
+        loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, V), x[:, 1:].reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 50 == 0:
+            print("step %d loss %.4f %.0f s" % (step, loss.item(), time.time() - t0), flush=True)
+    with torch.no_grad():
+        r = np.random.default_rng(0)
+        for _ in range(3):
+            s = r.integers(13, 512, 60).tolist()
+            x = torch.tensor([[2] + s + s])
+            lp = F.log_softmax(model(x[:, :-1]), -1)[0]
+            nll = -lp[torch.arange(120), x[0, 1:]]
+            print("60 random tokens: first %.2f, repeated %.2f" % (nll[1:60].mean(), nll[61:].mean()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+#!/usr/bin/python3
+"""Lines of random words, each line's words then the same words again: predicting the second
+half takes copying from the context (an induction head), since nothing else predicts it.
+
+  /usr/bin/python3 repeated_words.py OUT.txt SEED BYTES
+
+Words: 3-9 random lower-case letters (a fifth of them capitalised) or a number 1-9999;
+2-24 words per half. Written beside OUT, then renamed over it."""
+import os
+import random
+import sys
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def word(rng):
+    r = rng.random()
+    if r < 0.15:
+        return str(rng.randint(1, 9999))
+    w = "".join(rng.choice(LETTERS) for _ in range(rng.randint(3, 9)))
+    return w.capitalize() if r < 0.35 else w
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out, seed, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    rng = random.Random(seed)
+    lines, n = [], 0
+    while n < size:
+        half = " ".join(word(rng) for _ in range(rng.randint(2, 24)))
+        lines.append(half + ". " + half + ".")
+        n += len(lines[-1]) + 1
+    tmp = out + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
