@@ -2,10 +2,11 @@
 """Lines of random words, each line's words then the same words again: predicting the second
 half takes copying from the context (an induction head), since nothing else predicts it.
 
-  /usr/bin/python3 repeated_words.py OUT.txt SEED BYTES
+  /usr/bin/python3 repeated_words.py OUT.txt SEED BYTES [--ids TOKENIZER.model]
 
 Words: 3-9 random lower-case letters (a fifth of them capitalised) or a number 1-9999;
-2-24 words per half. Written beside OUT, then renamed over it."""
+2-24 words per half. With --ids a half is instead 8-48 random token ids (13-511) decoded with
+the tokenizer, and the halves are joined by " | ". Written beside OUT, then renamed over it."""
 import os
 import random
 import sys
@@ -22,15 +23,24 @@ def word(rng):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 6) or (len(sys.argv) == 6 and sys.argv[4] != "--ids"):
         print(__doc__, file=sys.stderr)
         return 2
     out, seed, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    sp = None
+    if len(sys.argv) == 6:
+        import sentencepiece
+        sp = sentencepiece.SentencePieceProcessor(model_file=sys.argv[5])
     rng = random.Random(seed)
     lines, n = [], 0
     while n < size:
-        half = " ".join(word(rng) for _ in range(rng.randint(2, 24)))
-        lines.append(half + ". " + half + ".")
+        if sp:
+            ids = [rng.randint(13, 511) for _ in range(rng.randint(8, 48))]
+            half = sp.decode(ids).replace("\n", " ").strip()
+            lines.append(half + " | " + half)
+        else:
+            half = " ".join(word(rng) for _ in range(rng.randint(2, 24)))
+            lines.append(half + ". " + half + ".")
         n += len(lines[-1]) + 1
     tmp = out + ".tmp"
     with open(tmp, "w") as f:
