@@ -34,6 +34,12 @@ def nll(cact_run, model, ids):
     return -np.array([lp[i, ids[i + 1]] for i in range(len(ids) - 1)])
 
 
+def make_random_spans(count):
+    """The first `count` spans of 60 random token ids (13-511, numpy seed 0)."""
+    rng = np.random.default_rng(0)
+    return [rng.integers(13, 512, size=60).tolist() for _ in range(count)]
+
+
 def first_and_repeat(cact_run, model, spans):
     """Mean NLL of each span's tokens after its first, the first time and repeated (BOS, s, s)."""
     firsts, repeats = [], []
@@ -50,8 +56,7 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     cact_run, model, tokenizer = sys.argv[1:]
-    rng = np.random.default_rng(0)
-    random_spans = [rng.integers(13, 512, size=60).tolist() for _ in range(5)]
+    random_spans = make_random_spans(5)
     sp = sentencepiece.SentencePieceProcessor(model_file=tokenizer)
     sentence_spans = [sp.encode(s) for s in SENTENCES]
     for name, spans in (("60 random tokens", random_spans), ("sentences", sentence_spans)):

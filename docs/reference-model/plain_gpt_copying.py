@@ -19,6 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from check_copying import make_random_spans
+
 B, T, D, L, H, V = 4, 256, 256, 4, 4, 512
 
 
@@ -75,9 +77,7 @@ def main():
         if step % 50 == 0:
             print("step %d loss %.4f %.0f s" % (step, loss.item(), time.time() - t0), flush=True)
     with torch.no_grad():
-        r = np.random.default_rng(0)
-        for _ in range(3):
-            s = r.integers(13, 512, 60).tolist()
+        for s in make_random_spans(3):
             x = torch.tensor([[2] + s + s])
             lp = F.log_softmax(model(x[:, :-1]), -1)[0]
             nll = -lp[torch.arange(120), x[0, 1:]]

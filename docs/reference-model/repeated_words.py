@@ -7,9 +7,10 @@ half takes copying from the context (an induction head), since nothing else pred
 Words: 3-9 random lower-case letters (a fifth of them capitalised) or a number 1-9999;
 2-24 words per half. With --ids a half is instead 8-48 random token ids (13-511) decoded with
 the tokenizer, and the halves are joined by " | ". Written beside OUT, then renamed over it."""
-import os
 import random
 import sys
+
+from tool_call_data import write_atomically
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -42,10 +43,7 @@ def main():
             half = " ".join(word(rng) for _ in range(rng.randint(2, 24)))
             lines.append(half + ". " + half + ".")
         n += len(lines[-1]) + 1
-    tmp = out + ".tmp"
-    with open(tmp, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(tmp, out)
+    write_atomically(out, "\n".join(lines) + "\n")
     return 0
 
 
