@@ -5,11 +5,12 @@ layers, 4 heads), trained on the same tokens with the same batch, then the repea
 check_copying.py (60 random token ids, then the same 60). If it copies where the Needle block
 does not, the block is the obstacle; if neither copies, the data and the budget are.
 
-  /usr/bin/python3 plain_gpt_copying.py TEXT STEPS [TOKENIZER.model]
+  /usr/bin/python3 plain_gpt_copying.py TEXT STEPS [TOKENIZER.model (default: the repository's)]
 
 Batch 4 x 256 tokens, AdamW lr 1e-3, weight decay 0.1, torch seed 0, 2 threads; prints the
 training loss every 50 steps and the repeat test's mean NLL per token, first and repeated."""
 import math
+import os
 import sys
 import time
 
@@ -58,16 +59,26 @@ def main():
     if len(sys.argv) not in (3, 4):
         print(__doc__, file=sys.stderr)
         return 2
-    tok = sys.argv[3] if len(sys.argv) == 4 else "quant/data/small_tokenizer.model"
+    tok = sys.argv[3] if len(sys.argv) == 4 else os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "../../quant/data/small_tokenizer.model")
+    try:
+        steps = int(sys.argv[2])
+        sp = sentencepiece.SentencePieceProcessor(model_file=tok)
+        with open(sys.argv[1]) as f:
+            ids = np.array(sp.encode(f.read()[:3000000]), dtype=np.int64)
+    except (ValueError, OSError, RuntimeError) as e:
+        print("plain_gpt_copying: %s" % e, file=sys.stderr)
+        return 2
+    if len(ids) <= T + 1:
+        print("plain_gpt_copying: %s: %d tokens, a sequence needs %d" % (sys.argv[1], len(ids), T + 2),
+              file=sys.stderr)
+        return 2
     torch.manual_seed(0)
     torch.set_num_threads(2)
-    sp = sentencepiece.SentencePieceProcessor(model_file=tok)
-    with open(sys.argv[1]) as f:
-        ids = np.array(sp.encode(f.read()[:3000000]), dtype=np.int64)
     model = Gpt()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
     rng, t0 = np.random.default_rng(0), time.time()
-    for step in range(1, int(sys.argv[2]) + 1):
+    for step in range(1, steps + 1):
         starts = rng.integers(0, len(ids) - T - 1, B)
         x = torch.tensor(np.stack([ids[s:s + T + 1] for s in starts]))
         loss = F.cross_entropy(model(x[:, :-1]).reshape(-1, V), x[:, 1:].reshape(-1))

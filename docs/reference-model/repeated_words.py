@@ -27,11 +27,22 @@ def main():
     if len(sys.argv) not in (4, 6) or (len(sys.argv) == 6 and sys.argv[4] != "--ids"):
         print(__doc__, file=sys.stderr)
         return 2
-    out, seed, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    out = sys.argv[1]
+    try:
+        seed, size = int(sys.argv[2]), int(sys.argv[3])
+    except ValueError:
+        print("repeated_words: SEED and BYTES must be integers, got %r %r" % tuple(sys.argv[2:4]),
+              file=sys.stderr)
+        return 2
     sp = None
     if len(sys.argv) == 6:
         import sentencepiece
-        sp = sentencepiece.SentencePieceProcessor(model_file=sys.argv[5])
+        try:
+            sp = sentencepiece.SentencePieceProcessor(model_file=sys.argv[5])
+        except (OSError, RuntimeError) as e:
+            print("repeated_words: %s: cannot load the tokenizer: %s" % (sys.argv[5], e),
+                  file=sys.stderr)
+            return 2
     rng = random.Random(seed)
     lines, n = [], 0
     while n < size:
@@ -43,7 +54,11 @@ def main():
             half = " ".join(word(rng) for _ in range(rng.randint(2, 24)))
             lines.append(half + ". " + half + ".")
         n += len(lines[-1]) + 1
-    write_atomically(out, "\n".join(lines) + "\n")
+    try:
+        write_atomically(out, "\n".join(lines) + "\n")
+    except OSError as e:
+        print("repeated_words: %s" % e, file=sys.stderr)
+        return 2
     return 0
 
 

@@ -15,7 +15,7 @@ Writes into OUT_DIR (deterministic for a seed):
 
 Held-out values are chosen by a hash of the value, so they do not depend on list order.
 Usage: /usr/bin/python3 tool_call_data.py OUT_DIR [--train N] [--heldout N] [--seed S]"""
-import argparse, hashlib, json, os, random
+import argparse, hashlib, json, os, random, stat, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -178,11 +178,19 @@ def held_out_by_corpus(text):
 
 
 def write_atomically(path, text):
-    """Readers never see a half-written file: write beside it, then rename over it."""
+    """Readers never see a half-written file: write beside it, then rename over it. Anything
+    but a regular file at `path` (a device, a directory, a link) is refused, never replaced."""
+    if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
+        raise OSError("%s: exists and is not a regular file; not replaced" % path)
     tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except OSError:
+        if os.path.isfile(tmp):
+            os.remove(tmp)
+        raise
 
 
 def main():
@@ -234,4 +242,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except OSError as e:
+        print("tool_call_data: %s" % e, file=sys.stderr)
+        sys.exit(2)

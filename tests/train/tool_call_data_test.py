@@ -91,6 +91,16 @@ check(text.startswith(prompt + target + "\n"),
 check(all(r["query"] in "".join(first[k].decode() for k in shards) for r in train),
       "a training example is missing from the pre-training text")
 
+# An output name taken by something that is not a regular file is refused, never replaced.
+with tempfile.TemporaryDirectory() as d:
+    os.mkdir(os.path.join(d, "train.jsonl"))
+    r = subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "docs", "reference-model", "tool_call_data.py"),
+                        d, "--train", "100"], capture_output=True, text=True)
+    check(r.returncode == 2, "a directory named train.jsonl: exit %d, not 2" % r.returncode)
+    check(r.stderr.count("\n") == 1 and "train.jsonl: exists and is not a regular file" in r.stderr,
+          "a directory named train.jsonl: not one line naming it: %r" % r.stderr)
+    check(os.path.isdir(os.path.join(d, "train.jsonl")), "the directory named train.jsonl was replaced")
+
 for f in failures:
     print("FAIL:", f)
 print("%d failures" % len(failures))
