@@ -15,16 +15,17 @@ namespace cact {
 
 using Kind = PickleObject::Kind;
 
-namespace {
 // Owns every object of a document; deques never move their elements, so pointers stay valid.
+// Outside the anonymous namespace: the document's Arena derives from it.
+namespace pickle_internal {
 struct Store {
   std::deque<PickleObject> objects;
   std::deque<PickleArray> arrays;
   std::deque<std::string> strings;  // decoded text and latin-1 bytes
 };
-}  // namespace
+}  // namespace pickle_internal
 
-struct PickleDocument::Arena : Store {};
+struct PickleDocument::Arena : pickle_internal::Store {};
 
 namespace {
 constexpr PickleDtype kAllDtypes[] = {
@@ -390,7 +391,7 @@ int HexDigit(char c) {
 
 class Unpickler {
  public:
-  Unpickler(std::span<const uint8_t> in, const std::string& name, Store* arena)
+  Unpickler(std::span<const uint8_t> in, const std::string& name, pickle_internal::Store* arena)
       : in_(in), name_(name), arena_(arena) {}
 
   absl::StatusOr<const PickleObject*> Run(int* protocol);
@@ -519,7 +520,7 @@ class Unpickler {
 
   std::span<const uint8_t> in_;
   const std::string& name_;
-  Store* arena_;
+  pickle_internal::Store* arena_;
   size_t pos_ = 0;
   uint8_t op_ = 0;
   uint64_t op_offset_ = 0;

@@ -15,67 +15,67 @@
 
 namespace cact {
 
-using Kind = PickleValue::Kind;
+using ValueKind = PickleValue::Kind;
 
 PickleValue PickleValue::Bool(bool v) {
   PickleValue p;
-  p.kind = Kind::kBool;
+  p.kind = ValueKind::kBool;
   p.b = v;
   return p;
 }
 
 PickleValue PickleValue::Int(int64_t v) {
   PickleValue p;
-  p.kind = Kind::kInt;
+  p.kind = ValueKind::kInt;
   p.i = v;
   return p;
 }
 
 PickleValue PickleValue::Float(double v) {
   PickleValue p;
-  p.kind = Kind::kFloat;
+  p.kind = ValueKind::kFloat;
   p.f = v;
   return p;
 }
 
 PickleValue PickleValue::Str(std::string utf8) {
   PickleValue p;
-  p.kind = Kind::kStr;
+  p.kind = ValueKind::kStr;
   p.text = std::move(utf8);
   return p;
 }
 
 PickleValue PickleValue::Bytes(std::string bytes) {
   PickleValue p;
-  p.kind = Kind::kBytes;
+  p.kind = ValueKind::kBytes;
   p.text = std::move(bytes);
   return p;
 }
 
 PickleValue PickleValue::List(std::vector<PickleValue> items) {
   PickleValue p;
-  p.kind = Kind::kList;
+  p.kind = ValueKind::kList;
   p.items = std::move(items);
   return p;
 }
 
 PickleValue PickleValue::Tuple(std::vector<PickleValue> items) {
   PickleValue p;
-  p.kind = Kind::kTuple;
+  p.kind = ValueKind::kTuple;
   p.items = std::move(items);
   return p;
 }
 
 PickleValue PickleValue::Dict() {
   PickleValue p;
-  p.kind = Kind::kDict;
+  p.kind = ValueKind::kDict;
   return p;
 }
 
 PickleValue PickleValue::Array(PickleDtype dtype, std::vector<uint64_t> shape,
                                std::vector<uint8_t> data) {
   PickleValue p;
-  p.kind = Kind::kArray;
+  p.kind = ValueKind::kArray;
   p.dtype = dtype;
   p.shape = std::move(shape);
   p.data = std::move(data);
@@ -236,32 +236,32 @@ absl::Status Writer::Value(const PickleValue& v) {
   if (path_.size() > size_t(kPickleMaxWalkDepth))
     return Refuse(absl::StrCat("nests deeper than ", kPickleMaxWalkDepth, " containers"));
   switch (v.kind) {
-    case Kind::kNone:
+    case ValueKind::kNone:
       Op('N');
       return absl::OkStatus();
-    case Kind::kBool:
+    case ValueKind::kBool:
       Op(v.b ? 0x88 : 0x89);  // NEWTRUE / NEWFALSE
       return absl::OkStatus();
-    case Kind::kInt:
+    case ValueKind::kInt:
       Int(v.i);
       return absl::OkStatus();
-    case Kind::kFloat:
+    case ValueKind::kFloat:
       Float(v.f);
       return absl::OkStatus();
-    case Kind::kStr:
+    case ValueKind::kStr:
       CACT_RETURN_IF_ERROR(CheckUtf8(v.text, "the str"));
       Str(v.text);
       return absl::OkStatus();
-    case Kind::kBytes:
+    case ValueKind::kBytes:
       Bytes(v.text);
       return absl::OkStatus();
-    case Kind::kTuple:
+    case ValueKind::kTuple:
       OpenTuple(v.items.size());
       for (size_t k = 0; k < v.items.size(); ++k)
         CACT_RETURN_IF_ERROR(Child(v.items[k], {false, {}, k}));
       CloseTuple(v.items.size());
       return absl::OkStatus();
-    case Kind::kList: {
+    case ValueKind::kList: {
       // CPython's batch_list_exact: one item is APPEND; more go MARK ... APPENDS by 1,000.
       Op(']');
       const bool single = v.items.size() == 1;
@@ -273,7 +273,7 @@ absl::Status Writer::Value(const PickleValue& v) {
       }
       return absl::OkStatus();
     }
-    case Kind::kDict: {
+    case ValueKind::kDict: {
       // CPython's batch_dict_exact: one entry is SETITEM; more go MARK ... SETITEMS by 1,000
       // (it also ends a multiple of 1,000 with an empty MARK SETITEMS: pointless, left out).
       Op('}');
@@ -295,7 +295,7 @@ absl::Status Writer::Value(const PickleValue& v) {
       }
       return absl::OkStatus();
     }
-    case Kind::kArray:
+    case ValueKind::kArray:
       CACT_RETURN_IF_ERROR(CheckArray(v));
       Array(v);
       return absl::OkStatus();

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lib/status.h"
 
@@ -18,11 +19,6 @@ uint64_t Le(const uint8_t* p, int n) {
 }
 
 constexpr uint32_t kEocd = 0x06054b50, kCentral = 0x02014b50, kLocal = 0x04034b50;
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Bytes of argument after each pickle opcode: >= 0 fixed; kLength1/4/8 a little-endian length
 // prefix of that many bytes then the data; kLine / kTwoLines newline-terminated text;
@@ -196,7 +192,7 @@ absl::Status CheckTorchArchive(std::span<const uint8_t> z, const std::string& pa
       if (usize != csize) return FormatError(path, field, p + 20, "stored member with two sizes");
       if (Crc32(bytes) != crc)
         return FormatError(path, field, data, "CRC-32 mismatch (damaged file)");
-      if (EndsWith(name, "pkl")) CACT_RETURN_IF_ERROR(CheckPickle(bytes, path, name));
+      if (absl::EndsWith(name, "pkl")) CACT_RETURN_IF_ERROR(CheckPickle(bytes, path, name));
     } else if (method == 8) {
       // Deflate expands at most 1032:1; torch deflates only code and debug records.
       if (usize > csize * 1032 + 1024 || usize > (uint64_t{256} << 20)) {

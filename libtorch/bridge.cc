@@ -6,6 +6,7 @@
 
 #include "libtorch/origin.h"
 #include "libtorch/torch_module.h"
+#include "absl/strings/match.h"
 #include "formats/cact/writer.h"
 #include "formats/safetensors.h"
 #include "lib/atomic_file.h"
@@ -19,11 +20,6 @@ namespace cact::torchscript {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 absl::StatusOr<ReturnResult> PlanAndWrite(const CactFile& source, const Safetensors& values,
                                           const ImportRequest& req) {
@@ -84,7 +80,7 @@ absl::StatusOr<ReturnResult> ImportSafetensorsFile(const ImportRequest& req) {
 absl::StatusOr<std::vector<std::string>> ExportSafetensors(const CactFile& file,
                                                            const std::string& out) {
   fs::path weights_path, config_path;
-  if (EndsWith(out, ".safetensors")) {
+  if (absl::EndsWith(out, ".safetensors")) {
     weights_path = out;
     config_path = fs::path(out).parent_path() / "config.json";
   } else {

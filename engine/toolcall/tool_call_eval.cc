@@ -11,16 +11,16 @@
 namespace cact {
 namespace {
 
-using Json = nlohmann::json;
+using UnorderedJson = nlohmann::json;
 
 // A call's arguments as an object ({} when absent or not an object).
-Json Arguments(const Json& call) {
+UnorderedJson Arguments(const UnorderedJson& call) {
   if (call.is_object() && call.contains("arguments") && call["arguments"].is_object())
     return call["arguments"];
-  return Json::object();
+  return UnorderedJson::object();
 }
 
-std::string Name(const Json& call) {
+std::string Name(const UnorderedJson& call) {
   return call.is_object() && call.contains("name") && call["name"].is_string()
              ? call["name"].get<std::string>()
              : std::string();
@@ -28,10 +28,10 @@ std::string Name(const Json& call) {
 
 // Whether `b` is a permutation of `a` under `same`.
 template <typename Same>
-bool SameMultiset(const Json& a, const Json& b, Same same) {
+bool SameMultiset(const UnorderedJson& a, const UnorderedJson& b, Same same) {
   if (a.size() != b.size()) return false;
   std::vector<bool> used(b.size(), false);
-  for (const Json& x : a) {
+  for (const UnorderedJson& x : a) {
     bool found = false;
     for (size_t j = 0; j < b.size() && !found; ++j)
       if (!used[j] && same(x, b[j])) used[j] = found = true;
@@ -47,39 +47,39 @@ absl::Status LineError(const std::string& file, size_t line, const std::string& 
 
 }  // namespace
 
-CallScore ScoreCalls(const Json& expected, const Json& got) {
+CallScore ScoreCalls(const UnorderedJson& expected, const UnorderedJson& got) {
   CallScore s;
-  // Json compares objects as maps (key order never matters) and numbers by value.
-  const Json exp = expected.is_array() ? Json::parse(expected.dump()) : Json::array();
-  const Json ans = got.is_array() ? Json::parse(got.dump()) : Json::array();
+  // UnorderedJson compares objects as maps (key order never matters) and numbers by value.
+  const UnorderedJson exp = expected.is_array() ? UnorderedJson::parse(expected.dump()) : UnorderedJson::array();
+  const UnorderedJson ans = got.is_array() ? UnorderedJson::parse(got.dump()) : UnorderedJson::array();
   s.refusal_expected = exp.empty();
   s.refused = ans.empty();
-  s.exact = SameMultiset(exp, ans, [](const Json& a, const Json& b) {
+  s.exact = SameMultiset(exp, ans, [](const UnorderedJson& a, const UnorderedJson& b) {
     return Name(a) == Name(b) && Arguments(a) == Arguments(b);
   });
   s.names_right =
-      SameMultiset(exp, ans, [](const Json& a, const Json& b) { return Name(a) == Name(b); });
+      SameMultiset(exp, ans, [](const UnorderedJson& a, const UnorderedJson& b) { return Name(a) == Name(b); });
   // Arguments: pair each expected call with the first unused answered call of its name.
   std::vector<bool> used(ans.size(), false);
-  for (const Json& e : exp) {
-    const Json ea = Arguments(e);
+  for (const UnorderedJson& e : exp) {
+    const UnorderedJson ea = Arguments(e);
     s.arg_expected += ea.size();
     for (size_t j = 0; j < ans.size(); ++j) {
       if (used[j] || Name(ans[j]) != Name(e)) continue;
       used[j] = true;
-      const Json aa = Arguments(ans[j]);
+      const UnorderedJson aa = Arguments(ans[j]);
       for (auto it = ea.begin(); it != ea.end(); ++it)
         if (aa.contains(it.key()) && aa[it.key()] == it.value()) ++s.arg_hits;
       break;
     }
   }
-  for (const Json& a : ans) s.arg_answered += Arguments(a).size();
+  for (const UnorderedJson& a : ans) s.arg_answered += Arguments(a).size();
   return s;
 }
 
 absl::StatusOr<EvalOutcome> EvaluateExample(const EvalExample& ex, const ToolCallRequest& base,
                                             const std::string& file) {
-  const Json answers = Json::parse(ex.answers_json, nullptr, /*allow_exceptions=*/false);
+  const UnorderedJson answers = UnorderedJson::parse(ex.answers_json, nullptr, /*allow_exceptions=*/false);
   if (answers.is_discarded() || !answers.is_array())
     return LineError(file, ex.line, "answers", "must be a JSON array of calls");
   absl::StatusOr<ToolCatalog> catalog = ParseToolCatalog(ex.tools_json, file);
@@ -112,7 +112,7 @@ absl::StatusOr<EvalOutcome> EvaluateExample(const EvalExample& ex, const ToolCal
   o.line = ex.line;
   o.query = ex.query;
   o.expected = answers;
-  o.got = Json::parse(r->tool_calls.dump());
+  o.got = UnorderedJson::parse(r->tool_calls.dump());
   o.valid = r->valid;
   o.invalid_reason = r->invalid_reason;
   o.score = ScoreCalls(o.expected, o.got);

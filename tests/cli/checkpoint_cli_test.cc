@@ -22,7 +22,7 @@ using testing::TempDir;
 using testing::Tool;
 using testing::TrainingPickles;
 
-std::string Quant() { return Tool("cact-quant"); }
+using testing::QuantTool;
 std::string Inspect() { return Tool("cact-inspect"); }
 
 class CheckpointCli : public ::testing::TestWithParam<std::string> {
@@ -41,14 +41,14 @@ TEST_P(CheckpointCli, BuildFromTheCheckpointIsTheExportersFileInEveryProtocol) {
   for (const char* f : {"ckpt_f32_p2.pkl", "ckpt_f32_p4.pkl", "ckpt_f32_p5.pkl", "ckpt_f32_np2.pkl",
                         "ckpt_f32_np2_p5.pkl"}) {
     SCOPED_TRACE(f);
-    auto r = testing::Run(Quant() + " build -q --checkpoint " + Pkl(f) + " --tokenizer " +
+    auto r = testing::Run(QuantTool() + " build -q --checkpoint " + Pkl(f) + " --tokenizer " +
                           Fixture(kase, "tokenizer.model") + " -o " + dir / "out.cact");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(ReadAll(dir / "out.cact"), want);
     EXPECT_NE(r.output.find("checkpoint config weight_bits"), std::string::npos) << r.output;
   }
   // `needle build` takes the tokenizer from the published archive: --base does the same.
-  auto b = testing::Run(Quant() + " build --json --checkpoint " + Pkl("ckpt_f32_p4.pkl") +
+  auto b = testing::Run(QuantTool() + " build --json --checkpoint " + Pkl("ckpt_f32_p4.pkl") +
                         " --base " + Fixture(kase, "model.cact") + " -o " + dir / "b.cact");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(ReadAll(dir / "b.cact"), want);
@@ -61,7 +61,7 @@ TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
   const std::string kase = GetParam();
   TempDir dir;
   auto c =
-      testing::Run(Quant() + " convert " + Pkl("ckpt_f32_p5.pkl") + " -o " + dir / "w.safetensors");
+      testing::Run(QuantTool() + " convert " + Pkl("ckpt_f32_p5.pkl") + " -o " + dir / "w.safetensors");
   ASSERT_EQ(c.exit_code, 0) << c.output;
   absl::StatusOr<Safetensors> got = ReadSafetensors(dir / "w.safetensors");
   absl::StatusOr<Safetensors> want = ReadSafetensors(Fixture(kase, "weights.safetensors"));
@@ -74,14 +74,14 @@ TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
     EXPECT_EQ(g->data, w.data) << w.name;
   }
   EXPECT_EQ(got->metadata["kv_window_header"], want->metadata["kv_window_header"]);
-  auto b = testing::Run(Quant() + " build -q --weights " + dir / "w.safetensors" + " --tokenizer " +
+  auto b = testing::Run(QuantTool() + " build -q --weights " + dir / "w.safetensors" + " --tokenizer " +
                         Fixture(kase, "tokenizer.model") + " -o " + dir / "w.cact");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(ReadAll(dir / "w.cact"), ReadAll(Fixture(kase, "model.cact")));
 
   // A float16 checkpoint converts to F16 by default (exact), with --lora merged first: the
   // merged projections are numpy's, and building the converted file equals building directly.
-  auto c16 = testing::Run(Quant() + " convert --json " + Pkl("ckpt_f16_p4.pkl") + " --lora " +
+  auto c16 = testing::Run(QuantTool() + " convert --json " + Pkl("ckpt_f16_p4.pkl") + " --lora " +
                           Pkl("adapter_p4.pkl") + " -o " + dir / "m.safetensors");
   ASSERT_EQ(c16.exit_code, 0) << c16.output;
   const auto j = nlohmann::json::parse(c16.output);
@@ -95,13 +95,13 @@ TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
     ASSERT_NE(g, nullptr) << w.name;
     EXPECT_EQ(g->data, w.data) << w.name;
   }
-  auto direct = testing::Run(Quant() + " build -q --checkpoint " + Pkl("ckpt_f16_p4.pkl") +
+  auto direct = testing::Run(QuantTool() + " build -q --checkpoint " + Pkl("ckpt_f16_p4.pkl") +
                              " --lora " + Pkl("adapter_p4.pkl") + " --tokenizer " +
                              Fixture(kase, "tokenizer.model") + " -o " + dir / "direct.cact");
   ASSERT_EQ(direct.exit_code, 0) << direct.output;
   EXPECT_NE(direct.output.find("merged "), std::string::npos) << direct.output;
   auto via =
-      testing::Run(Quant() + " build -q --weights " + dir / "m.safetensors" + " --tokenizer " +
+      testing::Run(QuantTool() + " build -q --weights " + dir / "m.safetensors" + " --tokenizer " +
                    Fixture(kase, "tokenizer.model") + " -o " + dir / "via.cact");
   ASSERT_EQ(via.exit_code, 0) << via.output;
   EXPECT_EQ(ReadAll(dir / "direct.cact"), ReadAll(dir / "via.cact"));
@@ -111,10 +111,10 @@ TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
 TEST_P(CheckpointCli, LoraFromThePickleEqualsTheSameAdapterAsSafetensors) {
   const std::string kase = GetParam();
   TempDir dir;
-  auto p = testing::Run(Quant() + " lora -q " + Fixture(kase, "model.cact") + " --adapter " +
+  auto p = testing::Run(QuantTool() + " lora -q " + Fixture(kase, "model.cact") + " --adapter " +
                         Pkl("adapter_p5.pkl") + " -o " + dir / "p.cact");
   ASSERT_EQ(p.exit_code, 0) << p.output;
-  auto s = testing::Run(Quant() + " lora -q " + Fixture(kase, "model.cact") + " --adapter " +
+  auto s = testing::Run(QuantTool() + " lora -q " + Fixture(kase, "model.cact") + " --adapter " +
                         Pkl("adapter_stacked.safetensors") + " -o " + dir / "s.cact");
   ASSERT_EQ(s.exit_code, 0) << s.output;
   EXPECT_EQ(ReadAll(dir / "p.cact"), ReadAll(dir / "s.cact"));
@@ -175,9 +175,9 @@ TEST_P(CheckpointCli, HostilePicklesFailWithOneLineAndLeaveNothing) {
   for (const char* f : {"evil_os_system.pkl", "evil_eval.pkl", "evil_popen.pkl", "evil_exec.pkl"}) {
     SCOPED_TRACE(f);
     for (const std::string& cmd :
-         {Quant() + " build --checkpoint " + Pkl(f) + " --tokenizer " +
+         {QuantTool() + " build --checkpoint " + Pkl(f) + " --tokenizer " +
               Fixture(GetParam(), "tokenizer.model") + " -o " + dir / "out.cact",
-          Quant() + " convert " + Pkl(f) + " -o " + dir / "out.safetensors",
+          QuantTool() + " convert " + Pkl(f) + " -o " + dir / "out.safetensors",
           Inspect() + " " + Pkl(f)}) {
       auto r = testing::Run(cmd);
       EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -198,7 +198,7 @@ TEST_P(CheckpointCli, QatAdaptersDeployTheirNumerics) {
   const std::string common = " --checkpoint " + Pkl("ckpt_f32_p4.pkl") + " --tokenizer " +
                              Fixture(kase, "tokenizer.model");
   auto build = [&](const std::string& adapter, const std::string& flags, const std::string& out) {
-    return testing::Run(Quant() + " build --json" + common + " --lora " + Pkl(adapter) + flags +
+    return testing::Run(QuantTool() + " build --json" + common + " --lora " + Pkl(adapter) + flags +
                         " -o " + dir / out);
   };
   // What each must equal: the plain adapter (same arrays, no metadata) built at that scheme.
@@ -238,7 +238,7 @@ TEST_P(CheckpointCli, QatAdaptersDeployTheirNumerics) {
   };
   for (const Refusal& r : refusals) {
     SCOPED_TRACE(r.adapter + r.flags);
-    auto out = testing::Run(Quant() + " build -q" + common + " --lora " + Pkl(r.adapter) +
+    auto out = testing::Run(QuantTool() + " build -q" + common + " --lora " + Pkl(r.adapter) +
                             r.flags + " -o " + dir / "refused.cact");
     EXPECT_EQ(out.exit_code, 2) << out.output;
     EXPECT_NE(out.output.find(r.message), std::string::npos) << out.output;
@@ -275,7 +275,7 @@ TEST_P(CheckpointCli, LoraIntoACactFollowsTheAdaptersQatMetadata) {
   TempDir dir;
   const std::string base = Fixture(kase, "model.cact");
   auto lora = [&](const std::string& adapter, const std::string& flags, const std::string& out) {
-    return testing::Run(Quant() + " lora --json " + base + " --adapter " + Pkl(adapter) + flags +
+    return testing::Run(QuantTool() + " lora --json " + base + " --adapter " + Pkl(adapter) + flags +
                         " -o " + dir / out);
   };
   struct Case {
@@ -326,7 +326,7 @@ TEST_P(CheckpointCli, LoraIntoACactFollowsTheAdaptersQatMetadata) {
   };
   for (const auto& [args, message] : refusals) {
     SCOPED_TRACE(args);
-    auto out = testing::Run(Quant() + " lora -q " + base + " --adapter " +
+    auto out = testing::Run(QuantTool() + " lora -q " + base + " --adapter " +
                             Pkl(args.substr(0, args.find(' '))) + args.substr(args.find(' ')) +
                             " -o " + dir / "refused.cact");
     EXPECT_EQ(out.exit_code, 2) << out.output;
@@ -357,8 +357,8 @@ TEST(CheckpointCliNonFinite, ANaNInTheCheckpointIsRefused) {
                            dir / "nan.safetensors" + " --only ckpt_f32_p4.pkl");
   ASSERT_EQ(made.exit_code, 0) << made.output;
   for (const std::string& cmd :
-       {Quant() + " convert " + dir / "ckpt_f32_p4.pkl" + " -o " + dir / "out.safetensors",
-        Quant() + " build --checkpoint " + dir / "ckpt_f32_p4.pkl" + " --base " +
+       {QuantTool() + " convert " + dir / "ckpt_f32_p4.pkl" + " -o " + dir / "out.safetensors",
+        QuantTool() + " build --checkpoint " + dir / "ckpt_f32_p4.pkl" + " --base " +
             Fixture("tiny", "model.cact") + " -q -o " + dir / "out.safetensors"}) {
     auto r = testing::Run(cmd);
     EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.output;

@@ -14,6 +14,7 @@ namespace {
 
 using testing::Fixture;
 using testing::ReadAll;
+using testing::Newlines;
 using testing::TempDir;
 using testing::Tool;
 using testing::WriteAll;
@@ -49,7 +50,6 @@ Damaged Damage(const TempDir& dir, const std::string& name, const std::string& t
   return {dir / name, tensor, where};
 }
 
-size_t Lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
 class NonFinite : public ::testing::Test {
  protected:
@@ -91,7 +91,7 @@ TEST_F(NonFinite, EveryComputingCommandRefusesTheModel) {
          }) {
       auto r = testing::Run(cmd);
       EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.output;
-      EXPECT_EQ(Lines(r.output), 1u) << cmd << "\n" << r.output;
+      EXPECT_EQ(Newlines(r.output), 1u) << cmd << "\n" << r.output;
       EXPECT_NE(r.output.find(d.where), std::string::npos) << cmd << "\n" << r.output;
       EXPECT_NE(r.output.find("a non-finite model is refused"), std::string::npos) << r.output;
     }

@@ -15,10 +15,10 @@ using testing::Fixture;
 using testing::ReadAll;
 using testing::TempDir;
 
-std::string Quant() { return testing::Tool("cact-quant"); }
+using testing::QuantTool;
 
 nlohmann::json PresetsJson() {
-  auto r = testing::Run(Quant() + " presets --json 2>/dev/null");
+  auto r = testing::Run(QuantTool() + " presets --json 2>/dev/null");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return nlohmann::json::parse(r.output);
 }
@@ -26,7 +26,7 @@ nlohmann::json PresetsJson() {
 TEST(PresetsCli, NeedleSizeIsTheSizeOfTheSyntheticNeedle2File) {
   TempDir dir;
   auto synth =
-      testing::Run(Quant() + " synth --geometry needle2 --seed 1 -q -o " + dir / "n2.cact");
+      testing::Run(QuantTool() + " synth --geometry needle2 --seed 1 -q -o " + dir / "n2.cact");
   ASSERT_EQ(synth.exit_code, 0) << synth.output;
   uint64_t listed = 0;
   for (const auto& p : PresetsJson())
@@ -35,7 +35,7 @@ TEST(PresetsCli, NeedleSizeIsTheSizeOfTheSyntheticNeedle2File) {
 }
 
 TEST(PresetsCli, TableListsEveryPreset) {
-  auto r = testing::Run(Quant() + " presets");
+  auto r = testing::Run(QuantTool() + " presets");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(PresetsJson().size(), SchemePresets().size());
   for (const SchemePreset& p : SchemePresets()) {
@@ -48,15 +48,15 @@ TEST(PresetsCli, BuildPresetEqualsItsScheme) {
   TempDir dir;
   const std::string in = " -q --weights " + Fixture("odd", "weights.safetensors") +
                          " --tokenizer " + Fixture("odd", "tokenizer.model");
-  auto a = testing::Run(Quant() + " build" + in + " --preset cq4 -o " + dir / "a.cact");
-  auto b = testing::Run(Quant() + " build" + in + " --scheme default=4 -o " + dir / "b.cact");
+  auto a = testing::Run(QuantTool() + " build" + in + " --preset cq4 -o " + dir / "a.cact");
+  auto b = testing::Run(QuantTool() + " build" + in + " --scheme default=4 -o " + dir / "b.cact");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(ReadAll(dir / "a.cact"), ReadAll(dir / "b.cact"));
   // requant --preset too: cq4 -> cq2 equals --scheme default=2.
   auto c =
-      testing::Run(Quant() + " requant -q " + dir / "a.cact --preset cq2 -o " + dir / "c.cact");
-  auto d = testing::Run(Quant() + " requant -q " + dir / "a.cact --scheme default=2 -o " +
+      testing::Run(QuantTool() + " requant -q " + dir / "a.cact --preset cq2 -o " + dir / "c.cact");
+  auto d = testing::Run(QuantTool() + " requant -q " + dir / "a.cact --scheme default=2 -o " +
                         dir / "d.cact");
   ASSERT_EQ(c.exit_code, 0) << c.output;
   ASSERT_EQ(d.exit_code, 0) << d.output;
@@ -67,19 +67,19 @@ TEST(PresetsCli, MisuseIsAClearError) {
   TempDir dir;
   const std::string in = " --weights " + Fixture("odd", "weights.safetensors") + " --tokenizer " +
                          Fixture("odd", "tokenizer.model") + " -o " + dir / "x.cact";
-  auto unknown = testing::Run(Quant() + " build" + in + " --preset q4_k_m");
+  auto unknown = testing::Run(QuantTool() + " build" + in + " --preset q4_k_m");
   EXPECT_NE(unknown.exit_code, 0);
   EXPECT_NE(unknown.output.find("unknown preset \"q4_k_m\""), std::string::npos) << unknown.output;
   EXPECT_NE(unknown.output.find("cq4, "), std::string::npos) << unknown.output;
-  auto both = testing::Run(Quant() + " build" + in + " --preset cq4 --scheme default=4");
+  auto both = testing::Run(QuantTool() + " build" + in + " --preset cq4 --scheme default=4");
   EXPECT_NE(both.exit_code, 0);
   EXPECT_NE(both.output.find("excludes"), std::string::npos) << both.output;
   auto neither =
-      testing::Run(Quant() + " requant " + Fixture("tiny", "model.cact") + " -o " + dir / "y.cact");
+      testing::Run(QuantTool() + " requant " + Fixture("tiny", "model.cact") + " -o " + dir / "y.cact");
   EXPECT_NE(neither.exit_code, 0);
   EXPECT_NE(neither.output.find("--scheme S or --preset NAME"), std::string::npos)
       << neither.output;
-  auto unknown_requant = testing::Run(Quant() + " requant " + Fixture("tiny", "model.cact") +
+  auto unknown_requant = testing::Run(QuantTool() + " requant " + Fixture("tiny", "model.cact") +
                                       " --preset nope -o " + dir / "y.cact");
   EXPECT_NE(unknown_requant.exit_code, 0);
   EXPECT_NE(unknown_requant.output.find("unknown preset"), std::string::npos);
@@ -89,7 +89,7 @@ TEST(PresetsCli, MisuseIsAClearError) {
 
 TEST(PresetsCli, HelpListsEveryPresetWithSizeAndQuality) {
   for (const char* command : {"build", "requant"}) {
-    auto r = testing::Run(Quant() + " " + command + " --help");
+    auto r = testing::Run(QuantTool() + " " + command + " --help");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("--preset"), std::string::npos) << command;
     for (const SchemePreset& p : SchemePresets()) {

@@ -16,15 +16,10 @@ namespace {
 using testing::TempDir;
 using testing::Tool;
 
-std::string Ref() { return std::string(CACT_SOURCE_DIR) + "/docs/reference-model/reference.cact"; }
-std::string RefTools() { return std::string(CACT_SOURCE_DIR) + "/docs/reference-model/tools.json"; }
+using testing::ReadText;
+using testing::ReferenceModel;
+using testing::ReferenceTools;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // The JSON lines of an output (stderr lines interleaved are skipped).
 std::vector<nlohmann::json> JsonLines(const std::string& output) {
@@ -41,7 +36,7 @@ const std::vector<std::string> kQueries = {"What is the weather in Oslo?",
 
 // What a plain call answers (no reuse of any kind).
 nlohmann::json Plain(const std::string& query, const std::string& path) {
-  auto r = testing::Run(Tool("cact-run") + " " + Ref() + " --tools " + RefTools() + " --query '" +
+  auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --query '" +
                         query + "' --path " + path + " -t 2 --json");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return JsonLines(r.output).at(0);
@@ -70,7 +65,7 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
     // Single calls: the first computes and saves the prefix, the second loads it.
     for (const char* expect : {"computed and saved", "loaded"}) {
       auto r =
-          testing::Run(Tool("cact-run") + " " + Ref() + " --tools " + RefTools() + " --query '" +
+          testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --query '" +
                        kQueries[0] + "' --path " + path + " -t 2 --json --prompt-cache " + cache);
       ASSERT_EQ(r.exit_code, 0) << r.output;
       EXPECT_NE(r.output.find("prompt cache " + cache + ": tools prefix of 376 tokens " + expect),
@@ -83,7 +78,7 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
 
     // A batch: one result per query line, in order, with its line number; the prefix is
     // loaded from the file for each.
-    auto r = testing::Run(Tool("cact-run") + " " + Ref() + " --tools " + RefTools() + " --batch " +
+    auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --batch " +
                           queries + " --path " + path + " -t 2 --prompt-cache " + cache);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::vector<nlohmann::json> lines = JsonLines(r.output);
@@ -102,8 +97,8 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
         << r.output;
 
     // A batch from standard input without a cache: fed once, reused twice.
-    r = testing::Run("cat " + queries + " | " + Tool("cact-run") + " " + Ref() + " --tools " +
-                     RefTools() + " --batch - --path " + path + " -t 2");
+    r = testing::Run("cat " + queries + " | " + Tool("cact-run") + " " + ReferenceModel() + " --tools " +
+                     ReferenceTools() + " --batch - --path " + path + " -t 2");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     ASSERT_EQ(JsonLines(r.output).size(), 3u);
     for (size_t i = 0; i < 3; ++i)
@@ -116,13 +111,13 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
 TEST(PromptCacheCli, StaleOrDamagedCachesAreRebuiltOthersRefused) {
   TempDir dir;
   const std::string cache = dir / "tools.pc";
-  const std::string call = Tool("cact-run") + " " + Ref() + " --tools " + RefTools() +
+  const std::string call = Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
                            " --query '" + kQueries[0] + "' -t 2 --json --prompt-cache ";
   const nlohmann::json plain = Plain(kQueries[0], "fast");
   ASSERT_EQ(testing::Run(call + cache).exit_code, 0);
 
   // Damaged: one byte of the state changed.
-  std::string bytes = ReadAll(cache);
+  std::string bytes = ReadText(cache);
   bytes[bytes.size() / 2] ^= 0x5a;
   std::ofstream(cache, std::ios::binary) << bytes;
   auto r = testing::Run(call + cache);
@@ -145,7 +140,7 @@ TEST(PromptCacheCli, StaleOrDamagedCachesAreRebuiltOthersRefused) {
       << r.output;
 
   // Truncated.
-  bytes = ReadAll(cache);
+  bytes = ReadText(cache);
   std::ofstream(cache, std::ios::binary) << bytes.substr(0, 100);
   r = testing::Run(call + cache + " --window 128");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -159,13 +154,13 @@ TEST(PromptCacheCli, StaleOrDamagedCachesAreRebuiltOthersRefused) {
   EXPECT_EQ(r.output, "cact-run: " + notes +
                           ": not a cact prompt cache (it does not start with \"CACTPCF\\n\"); "
                           "give --prompt-cache a new file name\n");
-  EXPECT_EQ(ReadAll(notes), "my notes\n");
+  EXPECT_EQ(ReadText(notes), "my notes\n");
   // An input: refused before any work.
-  const std::string model_before = ReadAll(Ref());
-  r = testing::Run(call + Ref());
+  const std::string model_before = ReadText(ReferenceModel());
+  r = testing::Run(call + ReferenceModel());
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("--prompt-cache"), std::string::npos) << r.output;
-  EXPECT_TRUE(ReadAll(Ref()) == model_before);
+  EXPECT_TRUE(ReadText(ReferenceModel()) == model_before);
   // A directory.
   r = testing::Run(call + dir.path());
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -174,11 +169,11 @@ TEST(PromptCacheCli, StaleOrDamagedCachesAreRebuiltOthersRefused) {
   // Flags that do not go together.
   for (const auto& [flags, message] : std::vector<std::pair<std::string, std::string>>{
            {" --prompt-cache " + cache + " -p hello", "--prompt-cache needs --tools"},
-           {" --tools " + RefTools() + " --batch - --query hi",
+           {" --tools " + ReferenceTools() + " --batch - --query hi",
             "--batch takes the queries from its file, not --query"},
-           {" --tools " + RefTools() + " --prompt-cache " + cache,
+           {" --tools " + ReferenceTools() + " --prompt-cache " + cache,
             "--prompt-cache needs --query or --batch"}}) {
-    r = testing::Run(Tool("cact-run") + " " + Ref() + flags + " </dev/null");
+    r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + flags + " </dev/null");
     EXPECT_EQ(r.exit_code, 2) << flags << "\n" << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
   }
@@ -190,7 +185,7 @@ TEST(PromptCacheCli, ABadQueryLineIsReportedAndTheRestAnswered) {
   std::ofstream(queries) << kQueries[0] << "\n"
                          << std::string(3000, 'x') << "\n"
                          << kQueries[2] << "\n";
-  auto r = testing::Run(Tool("cact-run") + " " + Ref() + " --tools " + RefTools() + " --batch " +
+  auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --batch " +
                         queries + " -t 2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   const std::vector<nlohmann::json> lines = JsonLines(r.output);

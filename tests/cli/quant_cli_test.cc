@@ -20,10 +20,11 @@ namespace {
 using testing::Fixture;
 using testing::ReadAll;
 
+using testing::Newlines;
 using testing::TempDir;
 using testing::Tool;
 
-std::string Quant() { return Tool("cact-quant"); }
+using testing::QuantTool;
 
 // Files left in a directory (an aborted write must leave neither output nor temp file).
 std::set<std::string> Listing(const TempDir& dir) {
@@ -40,7 +41,7 @@ TEST(QuantCli, CodebookEqualsCodebooksJson) {
   for (auto& [key, value] : books.items()) {
     const size_t us = key.find("_group");
     const std::string bits = key.substr(4, us - 4), group = key.substr(us + 6);
-    auto r = testing::Run(Quant() + " codebook --bits " + bits + " --group " + group + " --json");
+    auto r = testing::Run(QuantTool() + " codebook --bits " + bits + " --group " + group + " --json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     nlohmann::json j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["hex"], value["hex"]) << key;
@@ -48,10 +49,10 @@ TEST(QuantCli, CodebookEqualsCodebooksJson) {
     ++checked;
   }
   EXPECT_EQ(checked, 16u);
-  auto text = testing::Run(Quant() + " codebook --bits 4 --group 128");
+  auto text = testing::Run(QuantTool() + " codebook --bits 4 --group 128");
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.output.find("0xbe7547c2"), std::string::npos) << text.output;  // CQ4 g128 entry 0
-  auto bad = testing::Run(Quant() + " codebook --bits 5 --group 128");
+  auto bad = testing::Run(QuantTool() + " codebook --bits 5 --group 128");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.output.find("--bits 5 is not one of 2, 3, 4, 1.58"), std::string::npos)
       << bad.output;
@@ -63,7 +64,7 @@ TEST_P(QuantCliFixture, BuildFromWeightsReproducesTheExporter) {
   const std::string kase = GetParam();
   TempDir dir;
   auto r =
-      testing::Run(Quant() + " build --weights " + Fixture(kase, "weights.safetensors") +
+      testing::Run(QuantTool() + " build --weights " + Fixture(kase, "weights.safetensors") +
                    " --tokenizer " + Fixture(kase, "tokenizer.model") + " -o " + dir / "out.cact");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(ReadAll(dir / "out.cact"), ReadAll(Fixture(kase, "model.cact")));
@@ -79,11 +80,11 @@ TEST_P(QuantCliFixture, BuildFromWeightsReproducesTheExporter) {
 TEST_P(QuantCliFixture, DequantThenBuildAgainstBaseIsByteIdenticalAlsoThroughZstd) {
   const std::string kase = GetParam();
   TempDir dir;
-  auto d = testing::Run(Quant() + " dequant " + Fixture(kase, "model.cact") + " -o " +
+  auto d = testing::Run(QuantTool() + " dequant " + Fixture(kase, "model.cact") + " -o " +
                         dir / "w.safetensors");
   ASSERT_EQ(d.exit_code, 0) << d.output;
   const std::vector<uint8_t> want = ReadAll(Fixture(kase, "model.cact"));
-  auto b = testing::Run(Quant() + " build --weights " + dir / "w.safetensors" + " --base " +
+  auto b = testing::Run(QuantTool() + " build --weights " + dir / "w.safetensors" + " --base " +
                         Fixture(kase, "model.cact") + " -o " + dir / "rt.cact --json 2>/dev/null");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(ReadAll(dir / "rt.cact"), want);
@@ -91,11 +92,11 @@ TEST_P(QuantCliFixture, DequantThenBuildAgainstBaseIsByteIdenticalAlsoThroughZst
   EXPECT_EQ(j["counts"]["kept"], j["tensors"].size() - 1);
   EXPECT_EQ(j["counts"]["quantized"], 0);
   // Output .zst, and a .zst base as input.
-  auto z = testing::Run(Quant() + " build -q --weights " + dir / "w.safetensors" + " --base " +
+  auto z = testing::Run(QuantTool() + " build -q --weights " + dir / "w.safetensors" + " --base " +
                         Fixture(kase, "model.cact") + " -o " + dir / "rt.cact.zst");
   ASSERT_EQ(z.exit_code, 0) << z.output;
   EXPECT_NE(z.output.find("zstd            "), std::string::npos) << z.output;
-  auto z2 = testing::Run(Quant() + " build -q --exact --weights " + dir / "w.safetensors" +
+  auto z2 = testing::Run(QuantTool() + " build -q --exact --weights " + dir / "w.safetensors" +
                          " --base " + dir / "rt.cact.zst" + " -o " + dir / "rt2.cact");
   ASSERT_EQ(z2.exit_code, 0) << z2.output;
   EXPECT_EQ(ReadAll(dir / "rt2.cact"), want);
@@ -109,7 +110,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantCliFixture, ::testing::ValuesIn(testing:
 TEST(QuantCli, DryRunPrintsThePlanAndWritesNothing) {
   TempDir dir;
   auto r =
-      testing::Run(Quant() + " build --dry-run --weights " + Fixture("odd", "weights.safetensors") +
+      testing::Run(QuantTool() + " build --dry-run --weights " + Fixture("odd", "weights.safetensors") +
                    " --tokenizer " + Fixture("odd", "tokenizer.model") +
                    " --scheme embedding=4,default=3 -o " + dir / "x.cact --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -119,7 +120,7 @@ TEST(QuantCli, DryRunPrintsThePlanAndWritesNothing) {
   EXPECT_EQ(j["scheme"], "embedding=4,default=3");
   // The planned size is the size the real build then writes.
   auto real = testing::Run(
-      Quant() + " build -q --weights " + Fixture("odd", "weights.safetensors") + " --tokenizer " +
+      QuantTool() + " build -q --weights " + Fixture("odd", "weights.safetensors") + " --tokenizer " +
       Fixture("odd", "tokenizer.model") + " --scheme embedding=4,default=3 -o " + dir / "x.cact");
   ASSERT_EQ(real.exit_code, 0) << real.output;
   EXPECT_EQ(j["file_bytes"].get<uint64_t>(), ReadAll(dir / "x.cact").size());
@@ -130,7 +131,7 @@ TEST(QuantCli, ErrorsAreOneLineExitTwoAndLeaveNoOutput) {
   const std::string weights = Fixture("tiny", "weights.safetensors"),
                     tok = Fixture("tiny", "tokenizer.model");
   // A malformed scheme is reported before any work.
-  auto bad_scheme = testing::Run(Quant() + " build --weights " + weights + " --tokenizer " + tok +
+  auto bad_scheme = testing::Run(QuantTool() + " build --weights " + weights + " --tokenizer " + tok +
                                  " --scheme embedding=4,mhc=5 -o " + dir / "a.cact");
   EXPECT_EQ(bad_scheme.exit_code, 2);
   EXPECT_EQ(bad_scheme.output,
@@ -141,7 +142,7 @@ TEST(QuantCli, ErrorsAreOneLineExitTwoAndLeaveNoOutput) {
   std::vector<uint8_t> base = ReadAll(Fixture("tiny", "model.cact"));
   base.resize(base.size() / 2);
   testing::WriteAll(dir / "truncated.cact", base);
-  auto bad_base = testing::Run(Quant() + " build --weights " + weights + " --base " +
+  auto bad_base = testing::Run(QuantTool() + " build --weights " + weights + " --base " +
                                dir / "truncated.cact" + " -o " + dir / "b.cact");
   EXPECT_EQ(bad_base.exit_code, 2);
   EXPECT_EQ(std::count(bad_base.output.begin(), bad_base.output.end(), '\n'), 1) << bad_base.output;
@@ -151,25 +152,25 @@ TEST(QuantCli, ErrorsAreOneLineExitTwoAndLeaveNoOutput) {
   ASSERT_TRUE(w.ok());
   std::erase_if(w->tensors, [](const FloatTensor& t) { return t.name == "engram1.taps"; });
   ASSERT_TRUE(WriteSafetensors(dir / "partial.safetensors", *w).ok());
-  auto missing = testing::Run(Quant() + " build --weights " + dir / "partial.safetensors" +
+  auto missing = testing::Run(QuantTool() + " build --weights " + dir / "partial.safetensors" +
                               " --tokenizer " + tok + " -o " + dir / "c.cact");
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.output,
             "cact-quant: " + dir / "partial.safetensors" + ": tensor 'engram1.taps' is missing\n");
   // An existing output is left untouched by a failing run.
   testing::WriteAll(dir / "keep.cact", {1, 2, 3});
-  auto over = testing::Run(Quant() + " build --weights " + dir / "partial.safetensors" +
+  auto over = testing::Run(QuantTool() + " build --weights " + dir / "partial.safetensors" +
                            " --tokenizer " + tok + " -o " + dir / "keep.cact");
   EXPECT_EQ(over.exit_code, 2);
   EXPECT_EQ(ReadAll(dir / "keep.cact"), (std::vector<uint8_t>{1, 2, 3}));
   EXPECT_EQ(Listing(dir),
             (std::set<std::string>{"truncated.cact", "partial.safetensors", "keep.cact"}));
   // Requant and lora check their inputs too.
-  EXPECT_EQ(testing::Run(Quant() + " requant " + dir / "truncated.cact --scheme default=2 -o " +
+  EXPECT_EQ(testing::Run(QuantTool() + " requant " + dir / "truncated.cact --scheme default=2 -o " +
                          dir / "d.cact")
                 .exit_code,
             2);
-  EXPECT_EQ(testing::Run(Quant() + " lora " + Fixture("tiny", "model.cact") + " --adapter " +
+  EXPECT_EQ(testing::Run(QuantTool() + " lora " + Fixture("tiny", "model.cact") + " --adapter " +
                          weights + " -o " + dir / "e.cact")
                 .exit_code,
             2);
@@ -222,13 +223,13 @@ TEST(QuantCli, LoraLayoutsAgreeAndTheDiffShowsTheTouchedTensors) {
   testing::WriteAll(dir / "adapter_config.json", std::vector<uint8_t>{});
   std::ofstream(dir / "adapter_config.json") << R"({"r": 2, "lora_alpha": 32})";
 
-  auto p = testing::Run(Quant() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
+  auto p = testing::Run(QuantTool() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
                         dir / "peft.safetensors" + " --adapter-config " +
                         dir / "adapter_config.json" + " -o " + dir / "peft.cact");
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_NE(p.output.find("layer03.k_proj"), std::string::npos);
   EXPECT_NE(p.output.find("survived"), std::string::npos) << p.output;
-  auto s = testing::Run(Quant() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
+  auto s = testing::Run(QuantTool() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
                         dir / "stacked.safetensors" + " -o " + dir / "stacked.cact --json");
   ASSERT_EQ(s.exit_code, 0) << s.output;
   nlohmann::json j = nlohmann::json::parse(s.output);
@@ -241,7 +242,7 @@ TEST(QuantCli, LoraLayoutsAgreeAndTheDiffShowsTheTouchedTensors) {
     }
   EXPECT_EQ(ReadAll(dir / "peft.cact"), ReadAll(dir / "stacked.cact"));
   // --exporter-rule: the same two tensors quantized afresh (other bytes than the re-encoding).
-  auto e = testing::Run(Quant() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
+  auto e = testing::Run(QuantTool() + " lora " + Fixture("odd", "model.cact") + " --adapter " +
                         dir / "stacked.safetensors" + " --exporter-rule -o " +
                         dir / "exporter.cact --json");
   ASSERT_EQ(e.exit_code, 0) << e.output;
@@ -262,7 +263,7 @@ TEST(QuantCli, LoraLayoutsAgreeAndTheDiffShowsTheTouchedTensors) {
 
 TEST(QuantCli, RequantChangesOnlyTheAskedWidths) {
   TempDir dir;
-  auto r = testing::Run(Quant() + " requant " + Fixture("tiny", "model.cact") +
+  auto r = testing::Run(QuantTool() + " requant " + Fixture("tiny", "model.cact") +
                         " --scheme default=2 -o " + dir / "all2.cact" + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output);
@@ -285,7 +286,7 @@ TEST(QuantCli, RequantChangesOnlyTheAskedWidths) {
 TEST(QuantCli, SyntheticNeedle2HasTheReleasedAccounting) {
   TempDir dir;
   auto r =
-      testing::Run(Quant() + " synth --geometry needle2 --seed 1 -o " + dir / "n2.cact --json");
+      testing::Run(QuantTool() + " synth --geometry needle2 --seed 1 -o " + dir / "n2.cact --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output);
   EXPECT_EQ(j["counts"]["quantized"], 145);
@@ -326,7 +327,6 @@ void WritePeftAdapter(const std::string& model, const std::string& dir) {
   std::ofstream(dir + "/adapter_config.json") << R"({"peft_type": "LORA", "r": 2, "lora_alpha": 2})";
 }
 
-size_t Lines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 
 TEST(QuantCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
   TempDir dir;
@@ -345,20 +345,20 @@ TEST(QuantCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
             " -o " + out,
     };
     for (const std::string& c : commands) {
-      auto r = testing::Run(Quant() + c);
+      auto r = testing::Run(QuantTool() + c);
       EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
-      EXPECT_EQ(Lines(r.output), 1u) << c << "\n" << r.output;
+      EXPECT_EQ(Newlines(r.output), 1u) << c << "\n" << r.output;
       EXPECT_NE(r.output.find("is an input of this command"), std::string::npos) << r.output;
       EXPECT_EQ(ReadAll(model), before) << c;
     }
   }
   // The files inside a PEFT directory are inputs too, and so is --weights-out's source.
   const std::vector<uint8_t> config = ReadAll(dir / "peft/adapter_config.json");
-  auto cfg = testing::Run(Quant() + " lora " + model + " --adapter " + dir / "peft" + " -o " +
+  auto cfg = testing::Run(QuantTool() + " lora " + model + " --adapter " + dir / "peft" + " -o " +
                           dir / "peft/adapter_config.json");
   EXPECT_EQ(cfg.exit_code, 2) << cfg.output;
   EXPECT_EQ(ReadAll(dir / "peft/adapter_config.json"), config);
-  auto weights_out = testing::Run(Quant() + " synth --geometry small -q -o " + dir / "s.cact" +
+  auto weights_out = testing::Run(QuantTool() + " synth --geometry small -q -o " + dir / "s.cact" +
                                   " --weights-out " + dir / "s.cact");
   EXPECT_EQ(weights_out.exit_code, 2) << weights_out.output;
   EXPECT_TRUE(std::filesystem::is_symlink(dir / "soft.cact"));
@@ -373,7 +373,7 @@ TEST(QuantCli, AFailedWriteExitsTwoNamingThePath) {
       " synth --geometry small -q -o /dev/full",
   };
   for (const std::string& c : commands) {
-    auto r = testing::Run(Quant() + c);
+    auto r = testing::Run(QuantTool() + c);
     EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
     EXPECT_NE(r.output.find("cact-quant: /dev/full: "), std::string::npos) << r.output;
   }
@@ -390,18 +390,18 @@ TEST(QuantCli, KvWindowMustFitTheModel) {
   const uint32_t max = in->geometry().max_seq_len;
   for (const std::string& bad :
        std::vector<std::string>{"0", "-1", "x", std::to_string(max + 1), "99999999"}) {
-    auto r = testing::Run(Quant() + " requant " + model + " --preset cq4 -q --kv-window " + bad +
+    auto r = testing::Run(QuantTool() + " requant " + model + " --preset cq4 -q --kv-window " + bad +
                           " -o " + dir / "w.cact");
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
-    EXPECT_EQ(Lines(r.output), 1u) << r.output;
+    EXPECT_EQ(Newlines(r.output), 1u) << r.output;
     EXPECT_NE(r.output.find("--kv-window"), std::string::npos) << r.output;
     EXPECT_FALSE(std::filesystem::exists(dir / "w.cact"));
   }
-  auto over = testing::Run(Quant() + " synth --geometry small -q --kv-window 99999999 -o " +
+  auto over = testing::Run(QuantTool() + " synth --geometry small -q --kv-window 99999999 -o " +
                            dir / "w.cact");
   EXPECT_EQ(over.exit_code, 2) << over.output;
   EXPECT_NE(over.output.find("max_seq_len"), std::string::npos) << over.output;
-  auto ok = testing::Run(Quant() + " requant " + model + " --preset cq4 -q --kv-window " +
+  auto ok = testing::Run(QuantTool() + " requant " + model + " --preset cq4 -q --kv-window " +
                          std::to_string(max) + " -o " + dir / "w.cact");
   ASSERT_EQ(ok.exit_code, 0) << ok.output;
   absl::StatusOr<CactFile> out = CactFile::Open(dir / "w.cact");
@@ -423,9 +423,9 @@ TEST(QuantCli, ScalesAndTolerancesMustBeFinite) {
           Fixture("tiny", "model.cact") + " --keep-tolerance 2",
   };
   for (const std::string& c : commands) {
-    auto r = testing::Run(Quant() + c + " -o " + dir / "x.out");
+    auto r = testing::Run(QuantTool() + c + " -o " + dir / "x.out");
     EXPECT_EQ(r.exit_code, 2) << c << "\n" << r.output;
-    EXPECT_EQ(Lines(r.output), 1u) << r.output;
+    EXPECT_EQ(Newlines(r.output), 1u) << r.output;
     EXPECT_NE(r.output.find("must be finite"), std::string::npos) << r.output;
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "x.out"));
@@ -433,27 +433,27 @@ TEST(QuantCli, ScalesAndTolerancesMustBeFinite) {
 
 TEST(QuantCli, SynthTakesItsGeometryAsGeometry) {
   TempDir dir;
-  auto g = testing::Run(Quant() + " synth --geometry small --seed 2 -q -o " + dir / "g.cact");
+  auto g = testing::Run(QuantTool() + " synth --geometry small --seed 2 -q -o " + dir / "g.cact");
   ASSERT_EQ(g.exit_code, 0) << g.output;
   // The old name still works, and is not advertised.
-  auto p = testing::Run(Quant() + " synth --preset small --seed 2 -q -o " + dir / "p.cact");
+  auto p = testing::Run(QuantTool() + " synth --preset small --seed 2 -q -o " + dir / "p.cact");
   ASSERT_EQ(p.exit_code, 0) << p.output;
   EXPECT_EQ(ReadAll(dir / "g.cact"), ReadAll(dir / "p.cact"));
-  auto help = testing::Run(Quant() + " synth --help");
+  auto help = testing::Run(QuantTool() + " synth --help");
   EXPECT_NE(help.output.find("--geometry"), std::string::npos) << help.output;
   EXPECT_EQ(help.output.find("--preset"), std::string::npos) << help.output;
-  auto bad = testing::Run(Quant() + " synth --geometry nope -o " + dir / "n.cact");
+  auto bad = testing::Run(QuantTool() + " synth --geometry nope -o " + dir / "n.cact");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
 }
 
 TEST(QuantCli, DequantTakesQuietAndDryRunLikeEveryCommand) {
   TempDir dir;
-  auto dry = testing::Run(Quant() + " dequant -q --dry-run " + Fixture("tiny", "model.cact") +
+  auto dry = testing::Run(QuantTool() + " dequant -q --dry-run " + Fixture("tiny", "model.cact") +
                           " -o " + dir / "w.safetensors");
   ASSERT_EQ(dry.exit_code, 0) << dry.output;
   EXPECT_NE(dry.output.find("dry run, nothing written"), std::string::npos) << dry.output;
   EXPECT_TRUE(Listing(dir).empty());
-  auto q = testing::Run(Quant() + " dequant -q " + Fixture("tiny", "model.cact") + " -o " +
+  auto q = testing::Run(QuantTool() + " dequant -q " + Fixture("tiny", "model.cact") + " -o " +
                         dir / "w.safetensors");
   ASSERT_EQ(q.exit_code, 0) << q.output;
   EXPECT_TRUE(ReadSafetensors(dir / "w.safetensors").ok());
@@ -462,7 +462,7 @@ TEST(QuantCli, DequantTakesQuietAndDryRunLikeEveryCommand) {
 TEST(QuantCli, EveryHelpShowsAnExample) {
   for (const std::string c :
        {"", "codebook", "build", "requant", "presets", "lora", "synth", "dequant", "convert"}) {
-    auto r = testing::Run(Quant() + " " + c + " --help");
+    auto r = testing::Run(QuantTool() + " " + c + " --help");
     EXPECT_EQ(r.exit_code, 0) << c;
     EXPECT_NE(r.output.find("Example:\n  cact-quant " + c), std::string::npos) << r.output;
   }
@@ -474,11 +474,11 @@ TEST(QuantCli, AFarTooLargeLoraUpdateIsRefusedUnlessAllowed) {
   TempDir dir;
   const std::string model = Fixture("tiny", "model.cact");
   WritePeftAdapter(model, dir / "peft");
-  const std::string lora = Quant() + " lora " + model + " --adapter " + dir / "peft";
+  const std::string lora = QuantTool() + " lora " + model + " --adapter " + dir / "peft";
   for (const std::string scale : {"1e5", "-1e30"}) {
     auto r = testing::Run(lora + " -q --scale " + scale + " -o " + dir / "big.cact");
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_EQ(Lines(r.output), 1u) << r.output;
+    EXPECT_EQ(Newlines(r.output), 1u) << r.output;
     EXPECT_NE(r.output.find("tensor 'layer01.q_proj': the LoRA update is far larger than the "
                             "weight (|dW|/|W| = "),
               std::string::npos)
@@ -522,23 +522,23 @@ TEST(QuantCli, LoraTakesAPeftDirectoryAndTheConfigBesideTheWeights) {
   TempDir dir;
   const std::string model = Fixture("tiny", "model.cact");
   WritePeftAdapter(model, dir / "peft");
-  auto given = testing::Run(Quant() + " lora -q " + model + " --adapter " +
+  auto given = testing::Run(QuantTool() + " lora -q " + model + " --adapter " +
                             dir / "peft/adapter_model.safetensors" + " --adapter-config " +
                             dir / "peft/adapter_config.json" + " -o " + dir / "given.cact");
   ASSERT_EQ(given.exit_code, 0) << given.output;
-  auto directory = testing::Run(Quant() + " lora -q " + model + " --adapter " + dir / "peft" +
+  auto directory = testing::Run(QuantTool() + " lora -q " + model + " --adapter " + dir / "peft" +
                                 " -o " + dir / "dir.cact");
   ASSERT_EQ(directory.exit_code, 0) << directory.output;
   EXPECT_NE(directory.output.find("found beside the adapter"), std::string::npos)
       << directory.output;
-  auto beside = testing::Run(Quant() + " lora -q " + model + " --adapter " +
+  auto beside = testing::Run(QuantTool() + " lora -q " + model + " --adapter " +
                              dir / "peft/adapter_model.safetensors" + " -o " + dir / "file.cact");
   ASSERT_EQ(beside.exit_code, 0) << beside.output;
   EXPECT_EQ(ReadAll(dir / "dir.cact"), ReadAll(dir / "given.cact"));
   EXPECT_EQ(ReadAll(dir / "file.cact"), ReadAll(dir / "given.cact"));
   // A directory without the weights: one line saying what a PEFT directory holds.
   std::filesystem::create_directories(dir / "empty");
-  auto empty = testing::Run(Quant() + " lora " + model + " --adapter " + dir / "empty" + " -o " +
+  auto empty = testing::Run(QuantTool() + " lora " + model + " --adapter " + dir / "empty" + " -o " +
                             dir / "e.cact");
   EXPECT_EQ(empty.exit_code, 2) << empty.output;
   EXPECT_EQ(empty.output, "cact-quant: " + dir / "empty" +
@@ -552,27 +552,27 @@ TEST(QuantCli, LoraTakesAPeftDirectoryAndTheConfigBesideTheWeights) {
 TEST(QuantCli, ACactWhereAnotherFileBelongsIsNamedAsSuch) {
   TempDir dir;
   const std::string model = Fixture("tiny", "model.cact");
-  auto tok = testing::Run(Quant() + " build --weights " + Fixture("tiny", "weights.safetensors") +
+  auto tok = testing::Run(QuantTool() + " build --weights " + Fixture("tiny", "weights.safetensors") +
                           " --tokenizer " + model + " -o " + dir / "x.cact");
   EXPECT_EQ(tok.exit_code, 2) << tok.output;
   EXPECT_EQ(tok.output, "cact-quant: " + model +
                             ": is a .cact model, not a SentencePiece .model (use --base to take "
                             "its tokenizer)\n");
-  auto weights = testing::Run(Quant() + " build --weights " + model + " --tokenizer " +
+  auto weights = testing::Run(QuantTool() + " build --weights " + model + " --tokenizer " +
                               Fixture("tiny", "tokenizer.model") + " -o " + dir / "x.cact");
   EXPECT_EQ(weights.exit_code, 2) << weights.output;
-  EXPECT_EQ(Lines(weights.output), 1u) << weights.output;
+  EXPECT_EQ(Newlines(weights.output), 1u) << weights.output;
   EXPECT_NE(weights.output.find(model + ": is a .cact model (it starts with the .cact tag), not "
                                         "a safetensors file"),
             std::string::npos)
       << weights.output;
   // Any other file: its first bytes are no header length, and the file size says so.
   std::ofstream(dir / "notes.json") << R"({"not": "weights"})";
-  auto json = testing::Run(Quant() + " build --weights " + dir / "notes.json" + " --tokenizer " +
+  auto json = testing::Run(QuantTool() + " build --weights " + dir / "notes.json" + " --tokenizer " +
                            Fixture("tiny", "tokenizer.model") + " -o " + dir / "x.cact");
   EXPECT_EQ(json.exit_code, 2) << json.output;
   EXPECT_NE(json.output.find("not a safetensors file"), std::string::npos) << json.output;
-  auto json_tok = testing::Run(Quant() + " build --weights " +
+  auto json_tok = testing::Run(QuantTool() + " build --weights " +
                                Fixture("tiny", "weights.safetensors") + " --tokenizer " +
                                dir / "notes.json" + " -o " + dir / "x.cact");
   EXPECT_EQ(json_tok.exit_code, 2) << json_tok.output;

@@ -14,12 +14,7 @@
 namespace cact {
 namespace {
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using testing::ReadText;
 
 TEST(PrefixReuse, SameIdsAndLogitsWithAndWithoutReuse) {
   const std::string dir = std::string(CACT_SOURCE_DIR) + "/docs/reference-model/";

@@ -24,12 +24,6 @@ namespace {
 
 using Entries = std::list<PromptCache::Entry>;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 void WriteAll(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
@@ -114,7 +108,7 @@ TEST(PromptCache, StatesCarryOverBetweenProcessesBitIdentically) {
                                           "is another build)"),
               std::string::npos)
         << other.rebuild_reason();
-    absl::StatusOr<PromptCache::Parsed> parsed = PromptCache::Parse(ReadAll(file), file);
+    absl::StatusOr<PromptCache::Parsed> parsed = PromptCache::Parse(ReadText(file), file);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     EXPECT_EQ(parsed->build, "another build");
     EXPECT_EQ(parsed->key.path, (*plain)->name());
@@ -238,16 +232,16 @@ TEST(PromptCache, WhatIsNotAPromptCacheIsRefusedAndKept) {
   const std::string model = std::string(CACT_FIXTURES_DIR) + "/tiny/model.cact";
   const std::string copy = tmp / "model.cact";
   std::filesystem::copy_file(model, copy);
-  const std::string before = ReadAll(copy);
+  const std::string before = ReadText(copy);
   PromptCache cache(copy, "b");
   const absl::Status st = cache.Load(kKey);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message(), copy +
                               ": not a cact prompt cache (it does not start with "
                               "\"CACTPCF\\n\"); give --prompt-cache a new file name");
-  EXPECT_TRUE(ReadAll(copy) == before);
+  EXPECT_TRUE(ReadText(copy) == before);
   EXPECT_FALSE(cache.Store(std::vector<int32_t>{1}, "s").ok());  // not read: never written
-  EXPECT_TRUE(ReadAll(copy) == before);
+  EXPECT_TRUE(ReadText(copy) == before);
 
   PromptCache dir(tmp.path(), "b");
   EXPECT_EQ(dir.Load(kKey).message(), tmp.path() + ": --prompt-cache is not a regular file");
@@ -259,7 +253,7 @@ TEST(PromptCache, WhatIsNotAPromptCacheIsRefusedAndKept) {
   ASSERT_TRUE(e.Load(kKey).ok());
   EXPECT_EQ(e.rebuild_reason(), "");
   ASSERT_TRUE(e.Store(std::vector<int32_t>{1}, "s").ok());
-  EXPECT_TRUE(PromptCache::Parse(ReadAll(empty), empty).ok());
+  EXPECT_TRUE(PromptCache::Parse(ReadText(empty), empty).ok());
 }
 
 TEST(PromptCache, KeepsTheMostRecentEntries) {
@@ -282,7 +276,7 @@ TEST(PromptCache, KeepsTheMostRecentEntries) {
   // Storing a prefix again replaces it.
   ASSERT_TRUE(cache.Store(std::vector<int32_t>{5}, "new").ok());
   EXPECT_EQ(*cache.Find(std::vector<int32_t>{5}), "new");
-  EXPECT_EQ(PromptCache::Parse(ReadAll(file), file)->entries.size(), 8u);
+  EXPECT_EQ(PromptCache::Parse(ReadText(file), file)->entries.size(), 8u);
 }
 
 // A model with probe heads (the odd fixture: contrastive and confidence): the file keeps the

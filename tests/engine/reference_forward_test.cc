@@ -13,20 +13,18 @@
 namespace cact::testing {
 namespace {
 
-using Case = DecodeCase;
-
-std::vector<Case> AllCases() {
-  std::vector<Case> cases;
+std::vector<DecodeCase> AllCases() {
+  std::vector<DecodeCase> cases;
   for (const std::string& k : FixtureCases()) {
-    for (const Case& c : DecodeCasesOf(k)) cases.push_back(c);
+    for (const DecodeCase& c : DecodeCasesOf(k)) cases.push_back(c);
   }
   return cases;
 }
 
-class ReferenceVsFixture : public ::testing::TestWithParam<Case> {};
+class ReferenceVsFixture : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(ReferenceVsFixture, PrefillLogitsAndHidden) {
-  const Case& c = GetParam();
+  const DecodeCase& c = GetParam();
   const Model& model = FixtureModel(c.kase);
   ForwardOptions opt;
   opt.attn = {c.window, c.sink};
@@ -54,10 +52,10 @@ TEST_P(ReferenceVsFixture, PrefillLogitsAndHidden) {
 }
 
 // The *_steps files (official token-by-token decode with its KV cache) exist for s2.
-class ReferenceVsStepsFile : public ::testing::TestWithParam<Case> {};
+class ReferenceVsStepsFile : public ::testing::TestWithParam<DecodeCase> {};
 
 TEST_P(ReferenceVsStepsFile, TokenByToken) {
-  const Case& c = GetParam();
+  const DecodeCase& c = GetParam();
   const Model& model = FixtureModel(c.kase);
   ForwardOptions opt;
   opt.attn = {c.window, c.sink};
@@ -74,15 +72,15 @@ TEST_P(ReferenceVsStepsFile, TokenByToken) {
   RecordProperty("steps_maxabs_" + c.kase + "_" + c.suffix(), absl::StrFormat("%.3g", diff));
 }
 
-std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+std::string CaseName(const ::testing::TestParamInfo<DecodeCase>& info) {
   return info.param.kase + "_" + info.param.suffix();
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ReferenceVsFixture, ::testing::ValuesIn(AllCases()), CaseName);
 
-std::vector<Case> StepCases() {
-  std::vector<Case> cases;
-  for (const Case& c : AllCases())
+std::vector<DecodeCase> StepCases() {
+  std::vector<DecodeCase> cases;
+  for (const DecodeCase& c : AllCases())
     if (c.seq == "s2") cases.push_back(c);
   return cases;
 }

@@ -32,12 +32,6 @@ using Json = nlohmann::ordered_json;
 const std::string kEngineTests = std::string(CACT_SOURCE_DIR) + "/tests/engine";
 constexpr std::string_view kImEnd = "<|im_end|>";
 
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::string FromHex(const std::string& hex) { return absl::HexStringToBytes(hex); }
 
@@ -223,16 +217,16 @@ TEST(ToolCallGrammar, ShortestCompletionFromTheStart) {
 // ---------------------------------------------------------------------------------------
 // The validator self-test's outputs (exported by tool_call_cases.py).
 
-struct Case {
+struct ValidatorCase {
   std::string what;
   Json tools;
   std::string text, with_stop, canonical;
   bool valid = false, with_stop_valid = false, has_canonical = false;
 };
 
-const std::vector<Case>& ValidatorCases() {
-  static const std::vector<Case> cases = [] {
-    std::vector<Case> out;
+const std::vector<ValidatorCase>& ValidatorCases() {
+  static const std::vector<ValidatorCase> cases = [] {
+    std::vector<ValidatorCase> out;
     TempDir dir;
     CommandResult r =
         Run(Python() + " " + kEngineTests + "/tool_call_cases.py " + (dir / "cases.jsonl"));
@@ -240,7 +234,7 @@ const std::vector<Case>& ValidatorCases() {
     std::istringstream in(ReadText(dir / "cases.jsonl"));
     for (std::string line; std::getline(in, line);) {
       const Json j = Json::parse(line);
-      Case c;
+      ValidatorCase c;
       c.what = j.at("what").get<std::string>();
       c.tools = j.at("tools");
       c.text = FromHex(j.at("text").get<std::string>());
@@ -272,7 +266,7 @@ const std::set<std::string> kWithStopRefused = {"number enum member by exact dec
 
 TEST(ToolCallGrammar, ValidOutputsAreAcceptedInCompactForm) {
   int valid = 0, compact = 0;
-  for (const Case& c : ValidatorCases()) {
+  for (const ValidatorCase& c : ValidatorCases()) {
     if (!c.valid) continue;
     ++valid;
     SCOPED_TRACE(c.what + "\n  text: " + c.text);
@@ -312,7 +306,7 @@ TEST(ToolCallGrammar, ValidOutputsAreAcceptedInCompactForm) {
 // its canonical form, ASCII-escaped, escapes nothing inside a key, enum or const.
 TEST(ToolCallGrammar, AsciiEscapedOutputsFollowTheEnumAndSurrogateRules) {
   int accepted = 0, refused = 0;
-  for (const Case& c : ValidatorCases()) {
+  for (const ValidatorCase& c : ValidatorCases()) {
     if (!c.valid || !c.what.ends_with("\\u-escaped, no stop token")) continue;
     SCOPED_TRACE(c.what + "\n  text: " + c.with_stop);
     const bool ok = CatalogAccepts(c.tools, c.with_stop);
@@ -330,7 +324,7 @@ TEST(ToolCallGrammar, AsciiEscapedOutputsFollowTheEnumAndSurrogateRules) {
 
 TEST(ToolCallGrammar, InvalidOutputsAreRefused) {
   int invalid = 0;
-  for (const Case& c : ValidatorCases()) {
+  for (const ValidatorCase& c : ValidatorCases()) {
     if (c.valid) continue;
     ++invalid;
     SCOPED_TRACE(c.what + "\n  text: " + c.text);

@@ -20,14 +20,14 @@ namespace {
 
 const std::string kCatalog = std::string(CACT_SOURCE_DIR) + "/tests/engine/data/catalog40.json";
 
-nlohmann::json ReadJson(const std::string& path) {
+nlohmann::json ReadJsonFile(const std::string& path) {
   std::ifstream f(path);
   return nlohmann::json::parse(f);
 }
 
 std::vector<ToolText> CatalogTools() {
   std::vector<ToolText> tools;
-  const nlohmann::json catalog = ReadJson(kCatalog);
+  const nlohmann::json catalog = ReadJsonFile(kCatalog);
   for (const auto& t : catalog.at("tools"))
     tools.push_back({t.at("name").get<std::string>(), t.at("description").get<std::string>()});
   return tools;
@@ -55,7 +55,7 @@ TEST(ToolRetrieval, Bm25MatchesPythonOracle) {
       cact::testing::Run(Python() + " " + CACT_SOURCE_DIR + "/tests/engine/bm25_oracle.py " +
                          kCatalog + " " + (dir / "out.json"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const nlohmann::json want = ReadJson(dir / "out.json");
+  const nlohmann::json want = ReadJsonFile(dir / "out.json");
   const std::vector<ToolText> tools = CatalogTools();
   ASSERT_EQ(tools.size(), 40u);
 

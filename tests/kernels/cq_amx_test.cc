@@ -28,6 +28,10 @@ using testing::MakeRandomCq;
 using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
+using testing::Case;
+using testing::MakeCase;
+using testing::Mode;
+using testing::kModes;
 
 // ------------------------------------------------------------------ the emulator
 
@@ -161,32 +165,6 @@ TEST(AmxTileEmulator, RefusesWhatTheHardwareRefuses) {
 
 using MatMatFn = std::function<void(const CqKernelMatrix&, const ActivationBatch&, uint32_t,
                                     uint32_t, float*, size_t)>;
-
-struct Case {
-  RandomCq cq;
-  Int8Codebook cb8;
-  CqKernelMatrix m;
-};
-
-Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng,
-              bool cb_residual) {
-  RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
-  Int8Codebook cb8 = MakeInt8Codebook(OfficialCodebook(bits, group), cq.code_bits(),
-                                      cb_residual && bits != kTernaryBits)
-                         .value();
-  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, cq.code_bits(), cb8);
-  EXPECT_TRUE(m.ok()) << m.status();
-  return Case{std::move(cq), cb8, std::move(m).value()};
-}
-
-struct Mode {
-  ActPrecision act;
-  bool cb_residual;
-};
-const Mode kModes[] = {{ActPrecision::kInt8, false},
-                       {ActPrecision::kInt8x2, false},
-                       {ActPrecision::kInt8, true},
-                       {ActPrecision::kInt8x2, true}};
 
 // The scalar kernel's outputs, token by token.
 std::vector<float> ScalarOutputs(const CqKernelMatrix& m, const ActivationBatch& a) {

@@ -21,24 +21,11 @@ using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
 using testing::SupportedIsas;
-
-struct Case {
-  RandomCq cq;
-  std::vector<float> cb;
-  Int8Codebook cb8;
-  CqKernelMatrix m;
-};
-
-Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng,
-              bool cb_residual = false) {
-  RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
-  std::vector<float> cb = OfficialCodebook(bits, group);
-  Int8Codebook cb8 =
-      MakeInt8Codebook(cb, cq.code_bits(), cb_residual && bits != kTernaryBits).value();
-  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, cq.code_bits(), cb8);
-  EXPECT_TRUE(m.ok()) << m.status();
-  return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
-}
+using testing::Case;
+using testing::MakeCase;
+using testing::Mode;
+using testing::kModes;
+using testing::ModeName;
 
 // Shapes with tails: rows not a multiple of 16 or 8, inputs not a multiple of the group or
 // of any SIMD chunk.
@@ -56,21 +43,6 @@ std::vector<Dims> DimsFor(uint32_t group) {
 
 const uint32_t kBits[] = {2, 3, 4, 5};
 const uint32_t kGroups[] = {32, 64, 128, 256, 512};
-
-// Precision modes: int8 activations or two-level (q1 + q2/128); codebook with or without
-// its residual (lo). Every kernel handles the four combinations.
-struct Mode {
-  ActPrecision act;
-  bool cb_residual;
-};
-const Mode kModes[] = {{ActPrecision::kInt8, false},
-                       {ActPrecision::kInt8x2, false},
-                       {ActPrecision::kInt8, true},
-                       {ActPrecision::kInt8x2, true}};
-std::string ModeName(Mode m) {
-  return std::string(m.act == ActPrecision::kInt8x2 ? "int8x2" : "int8") +
-         (m.cb_residual ? "+cblo" : "");
-}
 
 // The scalar kernel's outputs [T][out] for T inputs x [T][in] (prepared into *a).
 std::vector<float> ScalarOutputs(const Case& c, const std::vector<float>& x, uint32_t T, Dims d,

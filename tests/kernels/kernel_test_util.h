@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "engine/kernels/cq_kernels.h"
@@ -112,6 +113,40 @@ inline std::vector<float> RandomVector(size_t n, std::mt19937& rng, double sd = 
   std::vector<float> v(n);
   for (auto& x : v) x = float(nd(rng));
   return v;
+}
+
+// A random CQ matrix with its float codebook and the kernels' int8 form of it.
+struct Case {
+  RandomCq cq;
+  std::vector<float> cb;
+  Int8Codebook cb8;
+  CqKernelMatrix m;
+};
+
+inline Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng,
+              bool cb_residual = false) {
+  RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
+  std::vector<float> cb = OfficialCodebook(bits, group);
+  Int8Codebook cb8 =
+      MakeInt8Codebook(cb, cq.code_bits(), cb_residual && bits != kTernaryBits).value();
+  auto m = CqKernelMatrix::Create(cq.blob, out, in, group, cq.code_bits(), cb8);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
+}
+
+// Precision modes: int8 activations or two-level (q1 + q2/128); codebook with or without
+// its residual (lo). Every kernel handles the four combinations.
+struct Mode {
+  ActPrecision act;
+  bool cb_residual;
+};
+inline constexpr Mode kModes[] = {{ActPrecision::kInt8, false},
+                       {ActPrecision::kInt8x2, false},
+                       {ActPrecision::kInt8, true},
+                       {ActPrecision::kInt8x2, true}};
+inline std::string ModeName(Mode m) {
+  return std::string(m.act == ActPrecision::kInt8x2 ? "int8x2" : "int8") +
+         (m.cb_residual ? "+cblo" : "");
 }
 
 }  // namespace cact::kernels::testing

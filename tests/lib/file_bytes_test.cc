@@ -23,7 +23,7 @@ namespace {
 using testing::TempDir;
 using testing::WriteAll;
 
-std::vector<uint8_t> RandomBytes(size_t n, uint32_t seed) {
+std::vector<uint8_t> CompressibleBytes(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<uint8_t> v(n);
   for (auto& b : v) b = uint8_t(rng() % 5);  // compressible, for the zstd case
@@ -63,7 +63,7 @@ void ExpectReadOutMatches(const FileBytes& fb, const std::vector<uint8_t>& data)
 
 TEST(FileBytes, ReadOutEqualsTheBytesForEveryKindOfInput) {
   TempDir dir;
-  const std::vector<uint8_t> data = RandomBytes(300000, 1);
+  const std::vector<uint8_t> data = CompressibleBytes(300000, 1);
   WriteAll(dir / "plain.bin", data);
   ASSERT_TRUE(WriteFileAtomic(dir / "packed.bin.zst", data, 3).ok());
   auto mapped = FileBytes::Open(dir / "plain.bin");
@@ -79,7 +79,7 @@ TEST(FileBytes, ReadOutEqualsTheBytesForEveryKindOfInput) {
 
 TEST(FileBytes, ReadOutLeavesTheMappingOutOfTheResidentSet) {
   TempDir dir;
-  const std::vector<uint8_t> data = RandomBytes(1 << 20, 2);
+  const std::vector<uint8_t> data = CompressibleBytes(1 << 20, 2);
   WriteAll(dir / "plain.bin", data);
   auto fb = FileBytes::Open(dir / "plain.bin");
   ASSERT_TRUE(fb.ok()) << fb.status();
@@ -115,7 +115,7 @@ uintptr_t RegionStart(const void* p) {
 TEST(FileBytes, ReleaseColdPagesDropsOnlyColdPagesAndKeepsTheBytes) {
   TempDir dir;
   const size_t page = size_t(sysconf(_SC_PAGESIZE));
-  const std::vector<uint8_t> data = RandomBytes(256 * page + 123, 3);
+  const std::vector<uint8_t> data = CompressibleBytes(256 * page + 123, 3);
   WriteAll(dir / "plain.bin", data);
   auto fb = FileBytes::Open(dir / "plain.bin");
   ASSERT_TRUE(fb.ok()) << fb.status();

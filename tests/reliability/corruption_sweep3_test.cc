@@ -23,9 +23,8 @@ namespace cact {
 namespace {
 
 using reliability::DamageRange;
+using reliability::kMaxSecondsPerOpen;
 using reliability::OpenOutcome;
-
-constexpr double kMaxSecondsPerOpen = 2.0;
 
 uint32_t SweepBits(const std::string& name) {
   if (name == "embedding" || name.find("k_proj") != std::string::npos) return 4;

@@ -19,14 +19,11 @@
 namespace cact {
 namespace {
 
+using reliability::kMaxSecondsPerOpen;
 using reliability::OpenDamaged;
 using reliability::OpenOutcome;
 using testing::Fixture;
 using testing::ReadAll;
-
-// No single open of a ~200 KB file may take this long (a hang or a quadratic blow-up);
-// a normal open takes microseconds, an ASan one well under a millisecond.
-constexpr double kMaxSecondsPerOpen = 2.0;
 
 // Under ASan an open costs about 1 ms (the exactly sized heap copy), so the full sweeps take
 // minutes per fixture: there the truncation sweep samples (every length in the header,

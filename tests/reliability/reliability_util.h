@@ -21,6 +21,10 @@
 
 namespace cact::reliability {
 
+// No single open of a ~200 KB file may take this long (a hang or a quadratic blow-up);
+// a normal open takes microseconds, an ASan one well under a millisecond.
+inline constexpr double kMaxSecondsPerOpen = 2.0;
+
 // Outcome of opening one damaged buffer.
 struct OpenOutcome {
   bool accepted = false;

@@ -25,6 +25,14 @@ inline const std::vector<std::string>& FixtureCases() {
 }
 inline std::string Tool(const std::string& name) { return std::string(CACT_BIN_DIR) + "/" + name; }
 inline std::string Python() { return CACT_PYTHON; }
+inline std::string QuantTool() { return Tool("cact-quant"); }
+// The trained reference model and its tools (docs/reference-model).
+inline std::string ReferenceModel() {
+  return std::string(CACT_SOURCE_DIR) + "/docs/reference-model/reference.cact";
+}
+inline std::string ReferenceTools() {
+  return std::string(CACT_SOURCE_DIR) + "/docs/reference-model/tools.json";
+}
 
 // Whether the built tool `name` is there to run.
 inline bool ToolBuilt(const std::string& name) { return access(Tool(name).c_str(), X_OK) == 0; }
@@ -55,6 +63,8 @@ struct CommandResult {
   std::string output;  // stdout and stderr interleaved
 };
 
+// Newline characters in `s`.
+inline size_t Newlines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
 // Lines of a command's output (a last line without '\n' counts).
 inline size_t CountLines(const std::string& s) {
   return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
@@ -76,6 +86,13 @@ inline CommandResult Run(const std::string& cmd) {
   return r;
 }
 
+// A file's bytes as text ("" when unreadable).
+inline std::string ReadText(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 inline std::vector<uint8_t> ReadAll(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>((std::istreambuf_iterator<char>(f)),

@@ -24,7 +24,7 @@ const std::string kSource = CACT_SOURCE_DIR;
 const std::string kExamples = kSource + "/tests/train/finetune_examples.jsonl";
 const std::string kModel = kSource + "/quant/data/small_tokenizer.model";
 
-Tokenizer SmallTokenizer() {
+Tokenizer PresetTokenizer() {
   auto blob = SyntheticTokenizer(*FindSyntheticPreset("small"));
   EXPECT_TRUE(blob.ok()) << blob.status();
   auto tok = Tokenizer::FromBlob(*std::move(blob));
@@ -91,7 +91,7 @@ void ExpectOracleRendering(const std::string& data, ChatTemplate t) {
   const nlohmann::json want = RunPython(oracle);
   auto set = ReadFinetuneJsonl(data);
   ASSERT_TRUE(set.ok()) << set.status();
-  const Tokenizer tok = SmallTokenizer();
+  const Tokenizer tok = PresetTokenizer();
   EXPECT_EQ(set->skipped, want["skipped"].get<size_t>());
   ASSERT_EQ(set->examples.size(), want["examples"].size());
   EXPECT_EQ(FitMaxLen(tok, set->examples, 4096, t), want["fit"].get<size_t>());
@@ -174,7 +174,7 @@ TEST(FinetuneData, SkipsWhatTheOfficialReaderSkips) {
 }
 
 TEST(FinetuneData, FitMaxLenBuckets) {
-  const Tokenizer tok = SmallTokenizer();
+  const Tokenizer tok = PresetTokenizer();
   auto set = ParseFinetuneJsonl("{\"query\": \"hi\"}\n", "x.jsonl");
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(FitMaxLen(tok, set->examples, 4096), 128u);  // short: the smallest bucket

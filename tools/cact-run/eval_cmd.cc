@@ -3,6 +3,7 @@
 // engine/toolcall/tool_call_eval.h; the JSONL is read by train/finetune_data.h, exactly as
 // `cact-torch finetune` reads it.
 #include "tools/cact-run/eval_cmd.h"
+#include "tools/cact-run/tool_name.h"
 
 #include <cstdio>
 #include <fstream>
@@ -32,7 +33,6 @@
 namespace cact {
 namespace {
 
-constexpr const char* kTool = "cact-run";
 using Json = nlohmann::ordered_json;
 
 // A model and its tokenizer, loaded once for every example.

@@ -33,13 +33,14 @@
 #include "tools/cact-run/score_cmd.h"
 #include "tools/common/template_option.h"
 #include "tools/cact-run/tool_call_cmd.h"
+#include "tools/cact-run/tool_name.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 #include "tools/common/token_list.h"
 
 namespace {
 
-constexpr const char* kTool = "cact-run";
+using cact::kTool;
 
 bool ReadText(const std::string& path, std::string* out) {
   std::ifstream f(path, std::ios::binary);

@@ -14,13 +14,12 @@
 #include "lib/file_identity.h"
 #include "lib/progress.h"
 #include "tools/cact-run/kld_histogram.h"
+#include "tools/cact-run/tool_name.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
 
 namespace cact {
 namespace {
-
-constexpr const char* kTool = "cact-run";
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

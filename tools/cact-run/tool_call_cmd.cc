@@ -1,4 +1,5 @@
 #include "tools/cact-run/tool_call_cmd.h"
+#include "tools/cact-run/tool_name.h"
 
 #include <cstdio>
 #include <fstream>
@@ -19,8 +20,6 @@
 
 namespace cact {
 namespace {
-
-constexpr const char* kTool = "cact-run";
 
 void PrintSingle(const ToolCallCommand& c, const ToolCallResult& r) {
   if (c.json) {
