@@ -15,7 +15,7 @@ Writes into OUT_DIR (deterministic for a seed):
 
 Held-out values are chosen by a hash of the value, so they do not depend on list order.
 Usage: /usr/bin/python3 tool_call_data.py OUT_DIR [--train N] [--heldout N] [--seed S]"""
-import argparse, hashlib, json, os, random, stat, sys
+import argparse, hashlib, json, os, random, stat, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -182,13 +182,18 @@ def write_atomically(path, text):
     but a regular file at `path` (a device, a directory, a link) is refused, never replaced."""
     if os.path.lexists(path) and not stat.S_ISREG(os.lstat(path).st_mode):
         raise OSError("%s: exists and is not a regular file; not replaced" % path)
-    tmp = path + ".tmp"
+    # A new name of its own, so no file already beside `path` (say OUT.tmp) is overwritten.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
+                               prefix=os.path.basename(path) + ".", suffix=".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp's 0600 would pass to the output
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     except OSError:
-        if os.path.isfile(tmp):
+        if os.path.lexists(tmp):
             os.remove(tmp)
         raise
 

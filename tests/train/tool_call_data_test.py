@@ -12,6 +12,8 @@ import sys
 import tempfile
 
 SOURCE = sys.argv[1]
+UMASK = os.umask(0)
+os.umask(UMASK)
 sys.path.insert(0, os.path.join(SOURCE, "tests", "train"))
 sys.path.insert(0, os.path.join(SOURCE, "docs", "reference-model"))
 import render_oracle  # noqa: E402
@@ -100,6 +102,21 @@ with tempfile.TemporaryDirectory() as d:
     check(r.stderr.count("\n") == 1 and "train.jsonl: exists and is not a regular file" in r.stderr,
           "a directory named train.jsonl: not one line naming it: %r" % r.stderr)
     check(os.path.isdir(os.path.join(d, "train.jsonl")), "the directory named train.jsonl was replaced")
+
+# A file beside an output with the temporary-looking name is left as it was.
+with tempfile.TemporaryDirectory() as d:
+    keep = os.path.join(d, "train.jsonl.tmp")
+    with open(keep, "w") as f:
+        f.write("a user's file")
+    r = subprocess.run(["/usr/bin/python3", os.path.join(SOURCE, "docs", "reference-model", "tool_call_data.py"),
+                        d, "--train", "100"], capture_output=True, text=True)
+    check(r.returncode == 0, "with train.jsonl.tmp beside it: exit %d: %s" % (r.returncode, r.stderr))
+    kept = open(keep).read() if os.path.isfile(keep) else None
+    check(kept == "a user's file", "train.jsonl.tmp was overwritten or removed")
+    check(oct(os.stat(os.path.join(d, "train.jsonl")).st_mode & 0o777) == oct(0o666 & ~UMASK),
+          "train.jsonl does not have the umask's mode")
+    check(not [n for n in os.listdir(d) if n.endswith(".tmp") and n != "train.jsonl.tmp"],
+          "a temporary file was left: %s" % os.listdir(d))
 
 for f in failures:
     print("FAIL:", f)
