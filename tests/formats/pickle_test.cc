@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "nlohmann/json.hpp"
 #include "support/test_support.h"
@@ -20,6 +19,7 @@ namespace cact {
 namespace {
 
 using Kind = PickleObject::Kind;
+using testing::Hex;
 
 absl::StatusOr<PickleDocument> Parse(const std::string& bytes) {
   return PickleDocument::Parse(
@@ -418,17 +418,17 @@ void ExpectTree(const PickleObject& o, const nlohmann::json& j, const std::strin
     EXPECT_EQ(std::to_string(o.i), j.at("v").get<std::string>());
   } else if (t == "float") {
     ASSERT_EQ(o.kind, Kind::kFloat);
-    EXPECT_EQ(absl::BytesToHexString(std::string(reinterpret_cast<const char*>(&o.f), 8)), j.at("hex").get<std::string>());
+    EXPECT_EQ(Hex({reinterpret_cast<const char*>(&o.f), 8}), j.at("hex").get<std::string>());
   } else if (t == "str" || t == "bytes") {
     ASSERT_EQ(o.kind, t == "str" ? Kind::kStr : Kind::kBytes);
-    EXPECT_EQ(absl::BytesToHexString(std::string(o.text)), j.at("hex").get<std::string>());
+    EXPECT_EQ(Hex(o.text), j.at("hex").get<std::string>());
   } else if (t == "ndarray") {
     ASSERT_EQ(o.kind, Kind::kArray);
     const PickleArray& a = *o.array;
     EXPECT_EQ(PickleDtypeName(a.dtype), j.at("dtype").get<std::string>());
     EXPECT_EQ(a.shape, j.at("shape").get<std::vector<uint64_t>>());
     EXPECT_EQ(a.fortran_order, j.at("fortran").get<bool>());
-    EXPECT_EQ(absl::BytesToHexString(std::string(reinterpret_cast<const char*>(a.data.data()), a.data.size())),
+    EXPECT_EQ(Hex({reinterpret_cast<const char*>(a.data.data()), a.data.size()}),
               j.at("hex").get<std::string>());
   } else if (t == "dict") {
     ASSERT_EQ(o.kind, Kind::kDict);

@@ -13,7 +13,6 @@
 #include <map>
 #include <sstream>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -24,7 +23,7 @@ namespace {
 
 using V = PickleValue;
 
-std::string Hex(std::string_view s) { return absl::BytesToHexString(std::string(s)); }
+using testing::Hex;
 
 std::string FloatBits(double f) {
   uint64_t bits;

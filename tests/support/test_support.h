@@ -11,7 +11,10 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "absl/strings/escaping.h"
 
 namespace cact::testing {
 
@@ -64,7 +67,9 @@ struct CommandResult {
 };
 
 // Newline characters in `s`.
-inline size_t Newlines(const std::string& s) { return size_t(std::count(s.begin(), s.end(), '\n')); }
+inline size_t Newlines(const std::string& s) {
+  return size_t(std::count(s.begin(), s.end(), '\n'));
+}
 // Lines of a command's output (a last line without '\n' counts).
 inline size_t CountLines(const std::string& s) {
   return size_t(std::count(s.begin(), s.end(), '\n')) + (!s.empty() && s.back() != '\n');
@@ -86,6 +91,10 @@ inline CommandResult Run(const std::string& cmd) {
   return r;
 }
 
+// Bytes as lower-case hex.
+inline std::string Hex(std::string_view bytes) {
+  return absl::BytesToHexString(absl::string_view(bytes.data(), bytes.size()));
+}
 // A file's bytes as text ("" when unreadable).
 inline std::string ReadText(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
