@@ -4,8 +4,6 @@
 #include <fstream>
 #include <map>
 
-#include "libtorch/origin.h"
-#include "libtorch/torch_module.h"
 #include "absl/strings/match.h"
 #include "formats/cact/writer.h"
 #include "formats/safetensors.h"
@@ -13,6 +11,8 @@
 #include "lib/file_bytes.h"
 #include "lib/sha256.h"
 #include "lib/status.h"
+#include "libtorch/origin.h"
+#include "libtorch/torch_module.h"
 #include "nlohmann/json.hpp"
 #include "quant/tensor_values.h"
 

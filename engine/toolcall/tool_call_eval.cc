@@ -50,15 +50,17 @@ absl::Status LineError(const std::string& file, size_t line, const std::string& 
 CallScore ScoreCalls(const UnorderedJson& expected, const UnorderedJson& got) {
   CallScore s;
   // UnorderedJson compares objects as maps (key order never matters) and numbers by value.
-  const UnorderedJson exp = expected.is_array() ? UnorderedJson::parse(expected.dump()) : UnorderedJson::array();
-  const UnorderedJson ans = got.is_array() ? UnorderedJson::parse(got.dump()) : UnorderedJson::array();
+  const UnorderedJson exp =
+      expected.is_array() ? UnorderedJson::parse(expected.dump()) : UnorderedJson::array();
+  const UnorderedJson ans =
+      got.is_array() ? UnorderedJson::parse(got.dump()) : UnorderedJson::array();
   s.refusal_expected = exp.empty();
   s.refused = ans.empty();
   s.exact = SameMultiset(exp, ans, [](const UnorderedJson& a, const UnorderedJson& b) {
     return Name(a) == Name(b) && Arguments(a) == Arguments(b);
   });
-  s.names_right =
-      SameMultiset(exp, ans, [](const UnorderedJson& a, const UnorderedJson& b) { return Name(a) == Name(b); });
+  s.names_right = SameMultiset(
+      exp, ans, [](const UnorderedJson& a, const UnorderedJson& b) { return Name(a) == Name(b); });
   // Arguments: pair each expected call with the first unused answered call of its name.
   std::vector<bool> used(ans.size(), false);
   for (const UnorderedJson& e : exp) {
@@ -79,7 +81,8 @@ CallScore ScoreCalls(const UnorderedJson& expected, const UnorderedJson& got) {
 
 absl::StatusOr<EvalOutcome> EvaluateExample(const EvalExample& ex, const ToolCallRequest& base,
                                             const std::string& file) {
-  const UnorderedJson answers = UnorderedJson::parse(ex.answers_json, nullptr, /*allow_exceptions=*/false);
+  const UnorderedJson answers =
+      UnorderedJson::parse(ex.answers_json, nullptr, /*allow_exceptions=*/false);
   if (answers.is_discarded() || !answers.is_array())
     return LineError(file, ex.line, "answers", "must be a JSON array of calls");
   absl::StatusOr<ToolCatalog> catalog = ParseToolCatalog(ex.tools_json, file);

@@ -47,7 +47,9 @@ std::pair<uint32_t, uint32_t> ProjShape(const std::string& proj, const Geometry&
 }
 
 // StrCat, not "[" + string: GCC 12 warns falsely (-Wrestrict) on that operator+ when inlined.
-std::string Shape(const std::vector<uint32_t>& s) { return absl::StrCat("[", absl::StrJoin(s, ", "), "]"); }
+std::string Shape(const std::vector<uint32_t>& s) {
+  return absl::StrCat("[", absl::StrJoin(s, ", "), "]");
+}
 
 absl::StatusOr<double> ScaleFromPeftConfig(const std::string& json, uint32_t rank,
                                            const std::string& file, std::string* source) {

@@ -60,8 +60,8 @@ TEST_P(CheckpointCli, BuildFromTheCheckpointIsTheExportersFileInEveryProtocol) {
 TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
   const std::string kase = GetParam();
   TempDir dir;
-  auto c =
-      testing::Run(QuantTool() + " convert " + Pkl("ckpt_f32_p5.pkl") + " -o " + dir / "w.safetensors");
+  auto c = testing::Run(QuantTool() + " convert " + Pkl("ckpt_f32_p5.pkl") + " -o " +
+                        dir / "w.safetensors");
   ASSERT_EQ(c.exit_code, 0) << c.output;
   absl::StatusOr<Safetensors> got = ReadSafetensors(dir / "w.safetensors");
   absl::StatusOr<Safetensors> want = ReadSafetensors(Fixture(kase, "weights.safetensors"));
@@ -74,8 +74,9 @@ TEST_P(CheckpointCli, ConvertGivesTheCanonicalWeightsAndBuildAgreesWithThem) {
     EXPECT_EQ(g->data, w.data) << w.name;
   }
   EXPECT_EQ(got->metadata["kv_window_header"], want->metadata["kv_window_header"]);
-  auto b = testing::Run(QuantTool() + " build -q --weights " + dir / "w.safetensors" + " --tokenizer " +
-                        Fixture(kase, "tokenizer.model") + " -o " + dir / "w.cact");
+  auto b =
+      testing::Run(QuantTool() + " build -q --weights " + dir / "w.safetensors" + " --tokenizer " +
+                   Fixture(kase, "tokenizer.model") + " -o " + dir / "w.cact");
   ASSERT_EQ(b.exit_code, 0) << b.output;
   EXPECT_EQ(ReadAll(dir / "w.cact"), ReadAll(Fixture(kase, "model.cact")));
 
@@ -275,8 +276,8 @@ TEST_P(CheckpointCli, LoraIntoACactFollowsTheAdaptersQatMetadata) {
   TempDir dir;
   const std::string base = Fixture(kase, "model.cact");
   auto lora = [&](const std::string& adapter, const std::string& flags, const std::string& out) {
-    return testing::Run(QuantTool() + " lora --json " + base + " --adapter " + Pkl(adapter) + flags +
-                        " -o " + dir / out);
+    return testing::Run(QuantTool() + " lora --json " + base + " --adapter " + Pkl(adapter) +
+                        flags + " -o " + dir / out);
   };
   struct Case {
     std::string adapter, same_as_flags, scheme, source;

@@ -34,8 +34,8 @@ std::string WriteExamples(const TempDir& dir) {
 TEST(EvalCli, EachExampleIsTheStandaloneCallAndTheTotalsAddUp) {
   TempDir dir;
   const std::string data = WriteExamples(dir);
-  auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
-                        ReferenceTools() + " -t 1 -q --json");
+  auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data +
+                        " --tools " + ReferenceTools() + " -t 1 -q --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["examples"], 3);
@@ -48,8 +48,9 @@ TEST(EvalCli, EachExampleIsTheStandaloneCallAndTheTotalsAddUp) {
   for (size_t i = 0; i < per.size(); ++i) {
     EXPECT_EQ(per[i]["line"], lines[i]);
     const std::string query = per[i]["query"];
-    auto one = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
-                            " --query '" + query + "'" + systems[i] + " -n 128 -t 1 --json");
+    auto one =
+        testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
+                     " --query '" + query + "'" + systems[i] + " -n 128 -t 1 --json");
     ASSERT_EQ(one.exit_code, 0) << one.output;
     const nlohmann::json alone =
         nlohmann::json::parse(one.output.substr(0, one.output.find('\n')));
@@ -76,8 +77,8 @@ TEST(EvalCli, EachExampleIsTheStandaloneCallAndTheTotalsAddUp) {
   EXPECT_EQ(per[0]["prefix_reused"], false);
   EXPECT_EQ(per[1]["prefix_reused"], true);
   EXPECT_EQ(per[2]["prefix_reused"], false);
-  auto whole = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
-                            ReferenceTools() + " -t 1 -q --json --no-prefix-reuse");
+  auto whole = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data +
+                            " --tools " + ReferenceTools() + " -t 1 -q --json --no-prefix-reuse");
   ASSERT_EQ(whole.exit_code, 0) << whole.output;
   const nlohmann::json whole_report = nlohmann::json::parse(whole.output);
   const nlohmann::json& per_whole = whole_report["models"][0]["per_example"];
@@ -94,8 +95,9 @@ TEST(EvalCli, EachExampleIsTheStandaloneCallAndTheTotalsAddUp) {
 TEST(EvalCli, CompareShowsBothModelsAndWhatChanged) {
   TempDir dir;
   const std::string data = WriteExamples(dir);
-  auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
-                        ReferenceTools() + " --compare " + ReferenceModel() + " -q --json");
+  auto r =
+      testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
+                   ReferenceTools() + " --compare " + ReferenceModel() + " -q --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const nlohmann::json j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["models"].size(), 2u);
@@ -104,8 +106,9 @@ TEST(EvalCli, CompareShowsBothModelsAndWhatChanged) {
     EXPECT_EQ(j["models"][0]["per_example"][i]["got"], j["models"][1]["per_example"][i]["got"]);
   EXPECT_TRUE(j["fixed_lines"].empty());
   EXPECT_TRUE(j["broken_lines"].empty());
-  auto text = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
-                           ReferenceTools() + " --compare " + ReferenceModel() + " -q --show-failures 1");
+  auto text =
+      testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
+                   ReferenceTools() + " --compare " + ReferenceModel() + " -q --show-failures 1");
   ASSERT_EQ(text.exit_code, 0) << text.output;
   EXPECT_NE(text.output.find("| exact calls |"), std::string::npos) << text.output;
   EXPECT_NE(text.output.find("fixes 0 examples, breaks 0 examples"), std::string::npos)
@@ -119,8 +122,9 @@ TEST(EvalCli, CompareShowsBothModelsAndWhatChanged) {
 TEST(EvalCli, PromptCacheLoadsThePrefixInALaterRun) {
   TempDir dir;
   const std::string data = WriteExamples(dir);
-  const std::string eval = Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
-                           ReferenceTools() + " -t 1 --json --prompt-cache " + dir / "calls.pc";
+  const std::string eval = Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data +
+                           " --tools " + ReferenceTools() + " -t 1 --json --prompt-cache " +
+                           dir / "calls.pc";
   // The JSON object is the one line of standard output; the cache's line is on stderr.
   auto run = [&](std::string* messages) {
     auto r = testing::Run(eval + " -q");
@@ -155,8 +159,8 @@ TEST(EvalCli, PromptCacheLoadsThePrefixInALaterRun) {
   for (const std::string& flags :
        {" --compare " + ReferenceModel() + " --prompt-cache " + dir / "x.pc",
         " --no-prefix-reuse --prompt-cache " + dir / "x.pc", " --prompt-cache " + data}) {
-    auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data + " --tools " +
-                          ReferenceTools() + " -q" + flags);
+    auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + data +
+                          " --tools " + ReferenceTools() + " -q" + flags);
     EXPECT_EQ(r.exit_code, 2) << flags << r.output;
     EXPECT_FALSE(std::filesystem::exists(dir / "x.pc"));
   }
@@ -174,8 +178,8 @@ TEST(EvalCli, BadRowsNameTheFileLineAndField) {
   };
   for (const auto& [row, message] : cases) {
     std::ofstream(dir / "bad.jsonl") << row << "\n";
-    auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + dir / "bad.jsonl" +
-                          " --tools " + ReferenceTools() + " -q");
+    auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " +
+                          dir / "bad.jsonl" + " --tools " + ReferenceTools() + " -q");
     EXPECT_EQ(r.exit_code, 2) << row << "\n" << r.output;
     EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
     EXPECT_NE(r.output.find("cact-run: " + dir / "bad.jsonl" + message), std::string::npos)
@@ -183,7 +187,8 @@ TEST(EvalCli, BadRowsNameTheFileLineAndField) {
   }
   // A row without tools needs --tools.
   std::ofstream(dir / "no_tools.jsonl") << R"({"query":"x","answers":[]})" << "\n";
-  auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " + dir / "no_tools.jsonl");
+  auto r = testing::Run(Tool("cact-run") + " eval " + ReferenceModel() + " -f " +
+                        dir / "no_tools.jsonl");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find(":1: \"tools\": the row declares none and no --tools was given"),
             std::string::npos)

@@ -13,8 +13,8 @@ namespace cact {
 namespace {
 
 using testing::Fixture;
-using testing::ReadAll;
 using testing::Newlines;
+using testing::ReadAll;
 using testing::TempDir;
 using testing::Tool;
 using testing::WriteAll;
@@ -49,7 +49,6 @@ Damaged Damage(const TempDir& dir, const std::string& name, const std::string& t
   }
   return {dir / name, tensor, where};
 }
-
 
 class NonFinite : public ::testing::Test {
  protected:

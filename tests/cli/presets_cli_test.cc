@@ -74,8 +74,8 @@ TEST(PresetsCli, MisuseIsAClearError) {
   auto both = testing::Run(QuantTool() + " build" + in + " --preset cq4 --scheme default=4");
   EXPECT_NE(both.exit_code, 0);
   EXPECT_NE(both.output.find("excludes"), std::string::npos) << both.output;
-  auto neither =
-      testing::Run(QuantTool() + " requant " + Fixture("tiny", "model.cact") + " -o " + dir / "y.cact");
+  auto neither = testing::Run(QuantTool() + " requant " + Fixture("tiny", "model.cact") + " -o " +
+                              dir / "y.cact");
   EXPECT_NE(neither.exit_code, 0);
   EXPECT_NE(neither.output.find("--scheme S or --preset NAME"), std::string::npos)
       << neither.output;

@@ -20,7 +20,6 @@ using testing::ReadText;
 using testing::ReferenceModel;
 using testing::ReferenceTools;
 
-
 // The JSON lines of an output (stderr lines interleaved are skipped).
 std::vector<nlohmann::json> JsonLines(const std::string& output) {
   std::vector<nlohmann::json> out;
@@ -36,8 +35,8 @@ const std::vector<std::string> kQueries = {"What is the weather in Oslo?",
 
 // What a plain call answers (no reuse of any kind).
 nlohmann::json Plain(const std::string& query, const std::string& path) {
-  auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --query '" +
-                        query + "' --path " + path + " -t 2 --json");
+  auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
+                        " --query '" + query + "' --path " + path + " -t 2 --json");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   return JsonLines(r.output).at(0);
 }
@@ -64,9 +63,9 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
 
     // Single calls: the first computes and saves the prefix, the second loads it.
     for (const char* expect : {"computed and saved", "loaded"}) {
-      auto r =
-          testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --query '" +
-                       kQueries[0] + "' --path " + path + " -t 2 --json --prompt-cache " + cache);
+      auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " +
+                            ReferenceTools() + " --query '" + kQueries[0] + "' --path " + path +
+                            " -t 2 --json --prompt-cache " + cache);
       ASSERT_EQ(r.exit_code, 0) << r.output;
       EXPECT_NE(r.output.find("prompt cache " + cache + ": tools prefix of 376 tokens " + expect),
                 std::string::npos)
@@ -78,8 +77,9 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
 
     // A batch: one result per query line, in order, with its line number; the prefix is
     // loaded from the file for each.
-    auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --batch " +
-                          queries + " --path " + path + " -t 2 --prompt-cache " + cache);
+    auto r =
+        testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
+                     " --batch " + queries + " --path " + path + " -t 2 --prompt-cache " + cache);
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const std::vector<nlohmann::json> lines = JsonLines(r.output);
     ASSERT_EQ(lines.size(), 3u) << r.output;
@@ -97,8 +97,8 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
         << r.output;
 
     // A batch from standard input without a cache: fed once, reused twice.
-    r = testing::Run("cat " + queries + " | " + Tool("cact-run") + " " + ReferenceModel() + " --tools " +
-                     ReferenceTools() + " --batch - --path " + path + " -t 2");
+    r = testing::Run("cat " + queries + " | " + Tool("cact-run") + " " + ReferenceModel() +
+                     " --tools " + ReferenceTools() + " --batch - --path " + path + " -t 2");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     ASSERT_EQ(JsonLines(r.output).size(), 3u);
     for (size_t i = 0; i < 3; ++i)
@@ -111,8 +111,9 @@ TEST(PromptCacheCli, ComputedReusedAndLoadedPrefixesGiveThePlainAnswers) {
 TEST(PromptCacheCli, StaleOrDamagedCachesAreRebuiltOthersRefused) {
   TempDir dir;
   const std::string cache = dir / "tools.pc";
-  const std::string call = Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
-                           " --query '" + kQueries[0] + "' -t 2 --json --prompt-cache ";
+  const std::string call = Tool("cact-run") + " " + ReferenceModel() + " --tools " +
+                           ReferenceTools() + " --query '" + kQueries[0] +
+                           "' -t 2 --json --prompt-cache ";
   const nlohmann::json plain = Plain(kQueries[0], "fast");
   ASSERT_EQ(testing::Run(call + cache).exit_code, 0);
 
@@ -185,8 +186,8 @@ TEST(PromptCacheCli, ABadQueryLineIsReportedAndTheRestAnswered) {
   std::ofstream(queries) << kQueries[0] << "\n"
                          << std::string(3000, 'x') << "\n"
                          << kQueries[2] << "\n";
-  auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() + " --batch " +
-                        queries + " -t 2");
+  auto r = testing::Run(Tool("cact-run") + " " + ReferenceModel() + " --tools " + ReferenceTools() +
+                        " --batch " + queries + " -t 2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   const std::vector<nlohmann::json> lines = JsonLines(r.output);
   ASSERT_EQ(lines.size(), 3u) << r.output;

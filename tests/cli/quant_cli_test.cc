@@ -41,7 +41,8 @@ TEST(QuantCli, CodebookEqualsCodebooksJson) {
   for (auto& [key, value] : books.items()) {
     const size_t us = key.find("_group");
     const std::string bits = key.substr(4, us - 4), group = key.substr(us + 6);
-    auto r = testing::Run(QuantTool() + " codebook --bits " + bits + " --group " + group + " --json");
+    auto r =
+        testing::Run(QuantTool() + " codebook --bits " + bits + " --group " + group + " --json");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     nlohmann::json j = nlohmann::json::parse(r.output);
     EXPECT_EQ(j["hex"], value["hex"]) << key;
@@ -109,19 +110,20 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, QuantCliFixture, ::testing::ValuesIn(testing:
 
 TEST(QuantCli, DryRunPrintsThePlanAndWritesNothing) {
   TempDir dir;
-  auto r =
-      testing::Run(QuantTool() + " build --dry-run --weights " + Fixture("odd", "weights.safetensors") +
-                   " --tokenizer " + Fixture("odd", "tokenizer.model") +
-                   " --scheme embedding=4,default=3 -o " + dir / "x.cact --json");
+  auto r = testing::Run(QuantTool() + " build --dry-run --weights " +
+                        Fixture("odd", "weights.safetensors") + " --tokenizer " +
+                        Fixture("odd", "tokenizer.model") + " --scheme embedding=4,default=3 -o " +
+                        dir / "x.cact --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(Listing(dir).empty());
   nlohmann::json j = nlohmann::json::parse(r.output);
   EXPECT_TRUE(j["dry_run"].get<bool>());
   EXPECT_EQ(j["scheme"], "embedding=4,default=3");
   // The planned size is the size the real build then writes.
-  auto real = testing::Run(
-      QuantTool() + " build -q --weights " + Fixture("odd", "weights.safetensors") + " --tokenizer " +
-      Fixture("odd", "tokenizer.model") + " --scheme embedding=4,default=3 -o " + dir / "x.cact");
+  auto real =
+      testing::Run(QuantTool() + " build -q --weights " + Fixture("odd", "weights.safetensors") +
+                   " --tokenizer " + Fixture("odd", "tokenizer.model") +
+                   " --scheme embedding=4,default=3 -o " + dir / "x.cact");
   ASSERT_EQ(real.exit_code, 0) << real.output;
   EXPECT_EQ(j["file_bytes"].get<uint64_t>(), ReadAll(dir / "x.cact").size());
 }
@@ -131,8 +133,8 @@ TEST(QuantCli, ErrorsAreOneLineExitTwoAndLeaveNoOutput) {
   const std::string weights = Fixture("tiny", "weights.safetensors"),
                     tok = Fixture("tiny", "tokenizer.model");
   // A malformed scheme is reported before any work.
-  auto bad_scheme = testing::Run(QuantTool() + " build --weights " + weights + " --tokenizer " + tok +
-                                 " --scheme embedding=4,mhc=5 -o " + dir / "a.cact");
+  auto bad_scheme = testing::Run(QuantTool() + " build --weights " + weights + " --tokenizer " +
+                                 tok + " --scheme embedding=4,mhc=5 -o " + dir / "a.cact");
   EXPECT_EQ(bad_scheme.exit_code, 2);
   EXPECT_EQ(bad_scheme.output,
             "cact-quant: scheme \"embedding=4,mhc=5\": entry 2 \"mhc=5\" (at character 13): width "
@@ -327,7 +329,6 @@ void WritePeftAdapter(const std::string& model, const std::string& dir) {
   std::ofstream(dir + "/adapter_config.json") << R"({"peft_type": "LORA", "r": 2, "lora_alpha": 2})";
 }
 
-
 TEST(QuantCli, AnOutputThatIsAnInputIsRefusedBeforeAnyWork) {
   TempDir dir;
   const std::string model = dir / "m.cact";
@@ -390,8 +391,8 @@ TEST(QuantCli, KvWindowMustFitTheModel) {
   const uint32_t max = in->geometry().max_seq_len;
   for (const std::string& bad :
        std::vector<std::string>{"0", "-1", "x", std::to_string(max + 1), "99999999"}) {
-    auto r = testing::Run(QuantTool() + " requant " + model + " --preset cq4 -q --kv-window " + bad +
-                          " -o " + dir / "w.cact");
+    auto r = testing::Run(QuantTool() + " requant " + model + " --preset cq4 -q --kv-window " +
+                          bad + " -o " + dir / "w.cact");
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_EQ(Newlines(r.output), 1u) << r.output;
     EXPECT_NE(r.output.find("--kv-window"), std::string::npos) << r.output;
@@ -538,8 +539,8 @@ TEST(QuantCli, LoraTakesAPeftDirectoryAndTheConfigBesideTheWeights) {
   EXPECT_EQ(ReadAll(dir / "file.cact"), ReadAll(dir / "given.cact"));
   // A directory without the weights: one line saying what a PEFT directory holds.
   std::filesystem::create_directories(dir / "empty");
-  auto empty = testing::Run(QuantTool() + " lora " + model + " --adapter " + dir / "empty" + " -o " +
-                            dir / "e.cact");
+  auto empty = testing::Run(QuantTool() + " lora " + model + " --adapter " + dir / "empty" +
+                            " -o " + dir / "e.cact");
   EXPECT_EQ(empty.exit_code, 2) << empty.output;
   EXPECT_EQ(empty.output, "cact-quant: " + dir / "empty" +
                               ": is a directory without adapter_model.safetensors (a PEFT "
@@ -552,8 +553,9 @@ TEST(QuantCli, LoraTakesAPeftDirectoryAndTheConfigBesideTheWeights) {
 TEST(QuantCli, ACactWhereAnotherFileBelongsIsNamedAsSuch) {
   TempDir dir;
   const std::string model = Fixture("tiny", "model.cact");
-  auto tok = testing::Run(QuantTool() + " build --weights " + Fixture("tiny", "weights.safetensors") +
-                          " --tokenizer " + model + " -o " + dir / "x.cact");
+  auto tok =
+      testing::Run(QuantTool() + " build --weights " + Fixture("tiny", "weights.safetensors") +
+                   " --tokenizer " + model + " -o " + dir / "x.cact");
   EXPECT_EQ(tok.exit_code, 2) << tok.output;
   EXPECT_EQ(tok.output, "cact-quant: " + model +
                             ": is a .cact model, not a SentencePiece .model (use --base to take "
@@ -568,13 +570,14 @@ TEST(QuantCli, ACactWhereAnotherFileBelongsIsNamedAsSuch) {
       << weights.output;
   // Any other file: its first bytes are no header length, and the file size says so.
   std::ofstream(dir / "notes.json") << R"({"not": "weights"})";
-  auto json = testing::Run(QuantTool() + " build --weights " + dir / "notes.json" + " --tokenizer " +
-                           Fixture("tiny", "tokenizer.model") + " -o " + dir / "x.cact");
+  auto json =
+      testing::Run(QuantTool() + " build --weights " + dir / "notes.json" + " --tokenizer " +
+                   Fixture("tiny", "tokenizer.model") + " -o " + dir / "x.cact");
   EXPECT_EQ(json.exit_code, 2) << json.output;
   EXPECT_NE(json.output.find("not a safetensors file"), std::string::npos) << json.output;
-  auto json_tok = testing::Run(QuantTool() + " build --weights " +
-                               Fixture("tiny", "weights.safetensors") + " --tokenizer " +
-                               dir / "notes.json" + " -o " + dir / "x.cact");
+  auto json_tok =
+      testing::Run(QuantTool() + " build --weights " + Fixture("tiny", "weights.safetensors") +
+                   " --tokenizer " + dir / "notes.json" + " -o " + dir / "x.cact");
   EXPECT_EQ(json_tok.exit_code, 2) << json_tok.output;
   EXPECT_NE(json_tok.output.find("not a SentencePiece .model"), std::string::npos)
       << json_tok.output;

@@ -24,7 +24,6 @@ namespace {
 
 using Entries = std::list<PromptCache::Entry>;
 
-
 void WriteAll(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << bytes;
 }

@@ -32,7 +32,6 @@ using Json = nlohmann::ordered_json;
 const std::string kEngineTests = std::string(CACT_SOURCE_DIR) + "/tests/engine";
 constexpr std::string_view kImEnd = "<|im_end|>";
 
-
 std::string FromHex(const std::string& hex) { return absl::HexStringToBytes(hex); }
 
 bool ValidUtf8(std::string_view s) {

@@ -24,14 +24,14 @@ namespace {
 using internal::TileConfig;
 using internal::TileConfigError;
 using internal::TileEmulator;
+using testing::Case;
+using testing::kModes;
+using testing::MakeCase;
 using testing::MakeRandomCq;
+using testing::Mode;
 using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
-using testing::Case;
-using testing::MakeCase;
-using testing::Mode;
-using testing::kModes;
 
 // ------------------------------------------------------------------ the emulator
 

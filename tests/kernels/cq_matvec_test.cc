@@ -13,19 +13,19 @@
 namespace cact::kernels {
 namespace {
 
+using testing::Case;
 using testing::CodeValue;
 using testing::HadamardSign;
 using testing::HalfValue;
+using testing::kModes;
+using testing::MakeCase;
 using testing::MakeRandomCq;
+using testing::Mode;
+using testing::ModeName;
 using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
 using testing::SupportedIsas;
-using testing::Case;
-using testing::MakeCase;
-using testing::Mode;
-using testing::kModes;
-using testing::ModeName;
 
 // Shapes with tails: rows not a multiple of 16 or 8, inputs not a multiple of the group or
 // of any SIMD chunk.

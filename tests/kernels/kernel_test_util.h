@@ -124,7 +124,7 @@ struct Case {
 };
 
 inline Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, std::mt19937& rng,
-              bool cb_residual = false) {
+                     bool cb_residual = false) {
   RandomCq cq = MakeRandomCq(out, in, group, bits, rng);
   std::vector<float> cb = OfficialCodebook(bits, group);
   Int8Codebook cb8 =
@@ -141,9 +141,9 @@ struct Mode {
   bool cb_residual;
 };
 inline constexpr Mode kModes[] = {{ActPrecision::kInt8, false},
-                       {ActPrecision::kInt8x2, false},
-                       {ActPrecision::kInt8, true},
-                       {ActPrecision::kInt8x2, true}};
+                                  {ActPrecision::kInt8x2, false},
+                                  {ActPrecision::kInt8, true},
+                                  {ActPrecision::kInt8x2, true}};
 inline std::string ModeName(Mode m) {
   return std::string(m.act == ActPrecision::kInt8x2 ? "int8x2" : "int8") +
          (m.cb_residual ? "+cblo" : "");

@@ -31,11 +31,11 @@
 #include "tools/cact-run/bench/bench.h"
 #include "tools/cact-run/eval_cmd.h"
 #include "tools/cact-run/score_cmd.h"
-#include "tools/common/template_option.h"
 #include "tools/cact-run/tool_call_cmd.h"
 #include "tools/cact-run/tool_name.h"
 #include "tools/common/cli.h"
 #include "tools/common/exit_code.h"
+#include "tools/common/template_option.h"
 #include "tools/common/token_list.h"
 
 namespace {
