@@ -7,11 +7,30 @@
 
 namespace cact {
 
+// The lowest index of the largest value; NaNs never win, except a NaN at index 0, which
+// nothing beats (the plain loop `if (x[i] > x[best]) best = i`). Two passes that vectorise:
+// the maximum in 16 independent lanes, then the first index holding it, 16 at a time.
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  for (size_t i = 1; i < logits.size(); ++i)
-    if (logits[i] > logits[best]) best = int32_t(i);
-  return best;
+  const size_t n = logits.size();
+  if (n == 0) return 0;
+  const float* x = logits.data();
+  constexpr size_t kLanes = 16;
+  float lane[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) lane[j] = x[0];
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t j = 0; j < kLanes; ++j) lane[j] = x[i + j] > lane[j] ? x[i + j] : lane[j];
+  float best = x[0];
+  for (size_t j = 0; j < kLanes; ++j) best = lane[j] > best ? lane[j] : best;
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  for (i = 0; i + kLanes <= n; i += kLanes) {
+    bool any = false;
+    for (size_t j = 0; j < kLanes; ++j) any |= x[i + j] == best;
+    if (any) break;
+  }
+  for (; i < n; ++i)
+    if (x[i] == best) return int32_t(i);
+  return 0;  // best is NaN: x[0] is
 }
 
 int32_t Sampler::Sample(std::span<const float> logits) {

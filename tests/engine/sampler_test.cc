@@ -1,7 +1,9 @@
 // Sampler: greedy is argmax; sampling frequencies follow softmax(logits / T) (binomial
 // bounds at 5 sigma); top-k and top-p restrict the support; a seed makes runs repeatable.
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -17,6 +19,29 @@ TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   Sampler s;
   EXPECT_EQ(s.Sample(kLogits), 1);
   EXPECT_EQ(Argmax(std::vector<float>{-5, -2, -2}), 1);
+}
+
+// The two-pass Argmax against the plain loop it replaces, on lengths around its 16-wide
+// blocks, with ties, signed zeros, infinities and NaNs (first, inside, everywhere).
+TEST(Sampler, ArgmaxIsThePlainLoop) {
+  auto plain = [](const std::vector<float>& x) {
+    int32_t best = 0;
+    for (size_t i = 1; i < x.size(); ++i)
+      if (x[i] > x[best]) best = int32_t(i);
+    return best;
+  };
+  std::mt19937 rng(7);
+  const float special[] = {0.f, -0.f, INFINITY, -INFINITY, NAN, 2.f, -2.f};
+  for (size_t n : {1u, 2u, 15u, 16u, 17u, 31u, 33u, 100u, 8192u})
+    for (int trial = 0; trial < 200; ++trial) {
+      std::vector<float> x(n);
+      for (float& v : x) v = float(int(rng() % 5)) - 2.f;  // many ties
+      const int specials = int(rng() % 4);
+      for (int k = 0; k < specials; ++k) x[rng() % n] = special[rng() % 7];
+      if (trial % 50 == 0) x[0] = NAN;
+      if (trial % 50 == 1) std::fill(x.begin(), x.end(), NAN);
+      ASSERT_EQ(Argmax(x), plain(x)) << n << " " << trial;
+    }
 }
 
 TEST(Sampler, FrequenciesFollowSoftmax) {
