@@ -94,7 +94,8 @@ class FastForward final : public Forward {
         threads_(std::max(1, options.threads)),
         team_(uint32_t(threads_)),
         kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len,
-            kAttendBlock - 1),
+            kAttendBlock - 1,
+            fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8),
         act_(g_, kFastPrefillChunk, uint32_t(threads_), model.engram_sites().size(), kv_.rows()),
         name_(fast.two_level_activations || fast.codebook_residual ? "fast" : "fast-int8") {
     const FastForwardOptions& lo = fast;

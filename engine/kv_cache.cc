@@ -21,8 +21,8 @@ void QuantizeRow(const float* x, uint32_t n, int8_t* q, float* scale) {
 }  // namespace
 
 KvCache::KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, AttentionWindow attn,
-                 uint32_t max_seq_len, uint32_t slack)
-    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), attn_(attn) {
+                 uint32_t max_seq_len, uint32_t slack, kernels::ActPrecision query)
+    : layers_(layers), kv_heads_(kv_heads), head_dim_(head_dim), attn_(attn), query_(query) {
   sink_rows_ = std::min(attn.sink, max_seq_len);
   const uint32_t rest = max_seq_len - sink_rows_;
   ring_rows_ = attn.window == 0 ? rest : std::min(rest, attn.window + slack);
@@ -184,7 +184,7 @@ void KvCache::AttendBlock(uint32_t l, uint32_t h, uint32_t pos0, uint32_t tokens
   const size_t base = RowIndex(l, h, 0);
   kernels::AttendInt8Block(b, &keys_[KeyBlock(l, h)], rows(), &key_scale_[base],
                            &values_[base * head_dim_], &value_scale_[base], head_dim_, q, q_stride,
-                           n_q, out, out_stride, scratch);
+                           n_q, query_, out, out_stride, scratch);
 }
 
 void KvCache::Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
@@ -212,8 +212,8 @@ void KvCache::Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint3
   }
   const size_t base = RowIndex(l, h, 0);
   kernels::AttendInt8(runs, &keys_[KeyBlock(l, h)], rows(), &key_scale_[base],
-                      &values_[base * head_dim_], &value_scale_[base], head_dim_, q, n_q, out,
-                      scratch);
+                      &values_[base * head_dim_], &value_scale_[base], head_dim_, q, n_q, query_,
+                      out, scratch);
 }
 
 }  // namespace cact

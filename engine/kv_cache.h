@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "engine/forward.h"
+#include "engine/kernels/cq_kernels.h"  // ActPrecision
 #include "lib/byte_io.h"
 
 namespace cact {
@@ -23,9 +24,11 @@ namespace cact {
 class KvCache {
  public:
   // slack: the most keys written ahead of the query that attends (the fast path's
-  // attention block minus one); the ring keeps window + slack rows.
+  // attention block minus one); the ring keeps window + slack rows. query: the int8 levels
+  // the queries are quantized to for the scores (kernels::AttendInt8).
   KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, AttentionWindow attn,
-          uint32_t max_seq_len, uint32_t slack);
+          uint32_t max_seq_len, uint32_t slack,
+          kernels::ActPrecision query = kernels::ActPrecision::kInt8);
 
   void Reset();
   uint32_t layers() const { return layers_; }
@@ -43,7 +46,8 @@ class KvCache {
 
   // Attention of `n_q` query heads (n_q * head_dim floats, already normalised and
   // rotated) that all read KV head `h` of layer `l`, at query position `pos`:
-  // out[i] = sum_k softmax_k(q_i . key_k / sqrt(head_dim)) value_k over visible keys k.
+  // out[i] = sum_k softmax_k(q_i . key_k / sqrt(head_dim)) value_k over visible keys k,
+  // with the query quantized to `query`'s levels (kernels::AttendInt8).
   // `scratch` must hold at least rows() floats per query head.
   void Attend(uint32_t l, uint32_t h, uint32_t pos, const float* q, uint32_t n_q, float* out,
               float* scratch) const;
@@ -89,6 +93,7 @@ class KvCache {
 
   uint32_t layers_, kv_heads_, head_dim_;
   AttentionWindow attn_;
+  kernels::ActPrecision query_;
   uint32_t sink_rows_ = 0, ring_rows_ = 0;
   std::vector<int8_t> keys_;    // [layer][kv_head][head_dim][row] (transposed: lanes = rows)
   std::vector<int8_t> values_;  // [layer][kv_head][row][head_dim]

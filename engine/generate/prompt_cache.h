@@ -31,7 +31,7 @@ namespace cact {
 
 // Bump when a forward path's numerics or state layout change (the build id changes with
 // every commit too; this covers builds of one commit).
-inline constexpr uint32_t kForwardStateVersion = 1;
+inline constexpr uint32_t kForwardStateVersion = 2;  // 2: integer attention scores
 
 // What a saved state depends on besides its prefix ids.
 struct PromptCacheKey {

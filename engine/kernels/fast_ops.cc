@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "engine/kernels/cq_kernels.h"
 #include "engine/kernels/fast_ops_table.h"
@@ -45,25 +46,68 @@ void FwhtScalar(float* x, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) x[i] *= s;
 }
 
+}  // namespace
+
+float QueryScoreScale(float amax, uint32_t hd, ActPrecision query) {
+  if (!(amax <= std::numeric_limits<float>::max())) return std::numeric_limits<float>::quiet_NaN();
+  const float qk = (amax / 127.f) * (1.0f / std::sqrt(float(hd)));
+  return query == ActPrecision::kInt8x2 ? qk * (1.f / 128) : qk;
+}
+
+namespace {
+
+// max |x[i]|; *finite: no x[i] is a NaN or an infinity.
+float AbsMaxScalar(const float* x, uint32_t n, bool* finite) {
+  float amax = 0.f;
+  *finite = true;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float a = std::fabs(x[i]);
+    if (!(a <= std::numeric_limits<float>::max())) *finite = false;
+    amax = a > amax ? a : amax;
+  }
+  return amax;
+}
+
+float QuantizeQueryScalar(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
+  bool finite;
+  const float amax = AbsMaxScalar(x, n, &finite);
+  for (uint32_t i = 0; i < n; ++i) q1[i] = q2[i] = 0;
+  if (!finite) return QueryScoreScale(std::numeric_limits<float>::infinity(), n, query);
+  if (amax == 0.f) return 0.f;
+  const float inv = 127.f / amax;
+  const bool two = query == ActPrecision::kInt8x2;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float p = x[i] * inv;
+    const float a = std::min(127.f, std::max(-127.f, std::nearbyint(p)));
+    q1[i] = int8_t(a);
+    if (two) q2[i] = int8_t(std::min(127.f, std::max(-127.f, std::nearbyint((p - a) * 128.f))));
+  }
+  return QueryScoreScale(amax, n, query);
+}
+
 void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                   const float* key_scale, const int8_t* values, const float* value_scale,
-                  uint32_t hd, const float* q, uint32_t n_q, float* out, float* scratch) {
+                  uint32_t hd, const float* q, uint32_t n_q, ActPrecision query, float* out,
+                  float* scratch) {
   const uint32_t total = runs.total();
-  const float inv_sqrt = 1.0f / std::sqrt(float(hd));
+  const bool two = query == ActPrecision::kInt8x2;
+  std::vector<int8_t> q1(hd), q2(hd);
   for (uint32_t i = 0; i < n_q; ++i) {
-    const float* qi = q + size_t(i) * hd;
     float* s = scratch + size_t(i) * total;
     float* oi = out + size_t(i) * hd;
     for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
     if (total == 0) continue;
+    const float qk = QuantizeQueryScalar(q + size_t(i) * hd, hd, query, q1.data(), q2.data());
     uint32_t idx = 0;
     for (int k = 0; k < runs.n; ++k)
       for (uint32_t j = 0; j < runs.count[k]; ++j) {
         const size_t r = runs.start[k] + j;
-        float acc = 0.f;
-        for (uint32_t c = 0; c < hd; ++c)
-          acc = std::fma(qi[c], float(keys_t[c * row_stride + r]), acc);
-        s[idx++] = acc * (key_scale[r] * inv_sqrt);
+        int32_t d1 = 0, d2 = 0;
+        for (uint32_t c = 0; c < hd; ++c) {
+          d1 += int32_t(q1[c]) * keys_t[c * row_stride + r];
+          d2 += int32_t(q2[c]) * keys_t[c * row_stride + r];
+        }
+        s[idx++] = float(two ? d1 * 128 + d2 : d1) * (key_scale[r] * qk);
       }
     float m = s[0];
     for (uint32_t t = 1; t < total; ++t) m = s[t] > m ? s[t] : m;
@@ -88,21 +132,16 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
 
 void AttendBlockScalar(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
                        const float* key_scale, const int8_t* values, const float* value_scale,
-                       uint32_t hd, const float* q, size_t q_stride, uint32_t n_q, float* out,
-                       size_t out_stride, float* scratch) {
+                       uint32_t hd, const float* q, size_t q_stride, uint32_t n_q,
+                       ActPrecision query, float* out, size_t out_stride, float* scratch) {
   for (uint32_t t = 0; t < block.tokens; ++t)
     AttendScalar(block.TokenRuns(t), keys_t, row_stride, key_scale, values, value_scale, hd,
-                 q + t * q_stride, n_q, out + t * out_stride, scratch);
+                 q + t * q_stride, n_q, query, out + t * out_stride, scratch);
 }
 
 void QuantizeScalar(const float* x, uint32_t n, int8_t* q, float* scale) {
-  float amax = 0.f;
-  bool finite = true;
-  for (uint32_t i = 0; i < n; ++i) {
-    const float a = std::fabs(x[i]);
-    if (!(a <= std::numeric_limits<float>::max())) finite = false;
-    amax = a > amax ? a : amax;
-  }
+  bool finite;
+  const float amax = AbsMaxScalar(x, n, &finite);
   if (!finite || amax == 0.f) {
     for (uint32_t i = 0; i < n; ++i) q[i] = 0;
     *scale = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
@@ -174,11 +213,11 @@ void FwhtOrthonormal(float* x, uint32_t n) {
 }
 void AttendInt8Block(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
                      const float* key_scale, const int8_t* values, const float* value_scale,
-                     uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q, float* out,
-                     size_t out_stride, float* scratch) {
-  const auto& ops = head_dim <= 256 ? Ops() : internal::ScalarFastOps();
+                     uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q,
+                     ActPrecision query, float* out, size_t out_stride, float* scratch) {
+  const auto& ops = head_dim <= internal::kSimdMaxHeadDim ? Ops() : internal::ScalarFastOps();
   ops.attend_block(block, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, q_stride,
-                   n_q, out, out_stride, scratch);
+                   n_q, query, out, out_stride, scratch);
 }
 void QuantizeInt8(const float* x, uint32_t n, int8_t* q, float* scale) {
   Ops().quantize(x, n, q, scale);
@@ -189,9 +228,10 @@ void MixLanes(const float* P, const float* X, const float* h, const float* x, co
 }
 void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                 const float* key_scale, const int8_t* values, const float* value_scale,
-                uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch) {
-  const auto& ops = head_dim <= 256 ? Ops() : internal::ScalarFastOps();
-  ops.attend(runs, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, n_q, out,
+                uint32_t head_dim, const float* q, uint32_t n_q, ActPrecision query, float* out,
+                float* scratch) {
+  const auto& ops = head_dim <= internal::kSimdMaxHeadDim ? Ops() : internal::ScalarFastOps();
+  ops.attend(runs, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, n_q, query, out,
              scratch);
 }
 

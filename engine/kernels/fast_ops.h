@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "engine/kernels/cq_kernels.h"  // ActPrecision
+
 namespace cact::kernels {
 
 // exp(x) for float: range reduction by ln 2 (Cody-Waite, two constants), degree-6
@@ -46,14 +48,20 @@ struct AttentionRuns {
 //   keys_t: int8 keys transposed, element (c, r) at keys_t[c * row_stride + r];
 //   values: int8 values, row r at values[r * head_dim]; key_scale/value_scale per row r.
 // For each query head i (q + i * head_dim), over the rows of `runs` in order:
-//   s_r = dot(q_i, key_r) * (key_scale[r] * (1 / sqrt(head_dim))), the dot an fma chain
-//         over c = 0..head_dim-1;
+//   the query quantized as the products' activations are (ActPrecision, cq_kernels.h):
+//         amax = max_c |q_i[c]|, p = q_i[c] * (127 / amax), q1 = clamp(nearbyint(p), +-127),
+//         with kInt8x2 also q2 = clamp(nearbyint((p - q1) * 128), +-127);
+//   D_r = sum_c q1[c] key_r[c] (kInt8), or 128 * that + sum_c q2[c] key_r[c] (kInt8x2): an
+//         exact int32 (VNNI where there is one), so every ISA gives the same bits;
+//   s_r = float(D_r) * (key_scale[r] * qk), qk = (amax / 127) * (1 / sqrt(head_dim)), times
+//         1/128 with kInt8x2 (an all-zero query scores 0; a NaN or inf in it, NaN);
 //   p_r = Exp(s_r - max_r s_r); sum = sum_r p_r (16 strided partial sums, then a fixed tree);
 //   out_i = sum_r ((p_r * (1 / sum)) * value_scale[r]) * value_r (fma chain over r).
 // scratch: runs.total() floats per query head.
 void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                 const float* key_scale, const int8_t* values, const float* value_scale,
-                uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch);
+                uint32_t head_dim, const float* q, uint32_t n_q, ActPrecision query, float* out,
+                float* scratch);
 
 // Consecutive query tokens of one KV head attended together, so each key and value row
 // is loaded and converted once for all of them (prefill). `runs` holds the union of the
@@ -69,12 +77,12 @@ struct AttentionBlock {
 };
 
 // For each token t < block.tokens, bit for bit:
-//   AttendInt8(block.TokenRuns(t), ..., q + t * q_stride, n_q, out + t * out_stride, ...).
+//   AttendInt8(block.TokenRuns(t), ..., q + t * q_stride, n_q, query, out + t * out_stride, ...).
 // scratch: AttendBlockScratch(block.runs.total(), n_q) floats.
 void AttendInt8Block(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
                      const float* key_scale, const int8_t* values, const float* value_scale,
-                     uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q, float* out,
-                     size_t out_stride, float* scratch);
+                     uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q,
+                     ActPrecision query, float* out, size_t out_stride, float* scratch);
 inline size_t AttendBlockScratch(uint32_t rows, uint32_t n_q) {
   return (n_q > 17 ? n_q : 17) * (size_t(rows) + 16);
 }

@@ -147,50 +147,107 @@ inline float SoftmaxInPlace(float* s, uint32_t total) {
   return 1.f / _mm256_cvtss_f32(p);
 }
 
-// Scores of Q queries over every row of `runs` into s[i][union index]: lanes = rows, an fma
-// chain over c per row. A block is R vectors of 8 rows: Q * R independent chains hide the
-// fma latency, and with a key register per vector and one for the query they fit AVX2's
-// sixteen registers.
-template <int Q, int R>
+// max |x[i]|; *bad: some x[i] is a NaN or an infinity.
+inline float AbsMax(const float* x, uint32_t n, bool* bad) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  __m256 m = _mm256_setzero_ps(), nonfinite = _mm256_setzero_ps();
+  for (uint32_t i = 0; i < n; i += 8) {
+    const __m256 a = _mm256_and_ps(Load(x + i, n - i), absmask);  // padding: 0
+    nonfinite = _mm256_or_ps(nonfinite, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
+    m = _mm256_max_ps(a, m);  // a NaN never wins
+  }
+  *bad = _mm256_movemask_ps(nonfinite) != 0;
+  return ReduceMax(m);
+}
+
+// The query's int8 levels (fast_ops.h): q1, and q2 with kInt8x2 (else zeros); returns qk.
+float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
+  bool bad;
+  const float amax = AbsMax(x, n, &bad);
+  std::memset(q1, 0, n);
+  std::memset(q2, 0, n);
+  if (bad) return QueryScoreScale(std::numeric_limits<float>::infinity(), n, query);
+  if (amax == 0.f) return 0.f;
+  const __m256 inv = _mm256_set1_ps(127.f / amax);
+  const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
+  const bool two = query == ActPrecision::kInt8x2;
+  for (uint32_t i = 0; i < n; i += 8) {
+    const uint32_t cnt = n - i < 8 ? n - i : 8;
+    const __m256 p = _mm256_mul_ps(Load(x + i, cnt), inv);
+    const __m256 a = _mm256_min_ps(
+        _mm256_max_ps(_mm256_round_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo), hi);
+    alignas(32) int32_t b[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(b), _mm256_cvtps_epi32(a));
+    for (uint32_t e = 0; e < cnt; ++e) q1[i + e] = int8_t(b[e]);
+    if (!two) continue;
+    const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(p, a), _mm256_set1_ps(128.f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(b),
+                       _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)));
+    for (uint32_t e = 0; e < cnt; ++e) q2[i + e] = int8_t(b[e]);
+  }
+  return QueryScoreScale(amax, n, query);
+}
+
+// Eight bytes; n < 8 reads only n (the rest 0).
+inline __m128i LoadBytes8(const int8_t* p, uint32_t n) {
+  if (n >= 8) return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  int8_t b[8] = {};
+  std::memcpy(b, p, n);
+  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+}
+
+// Key columns c and c+1 of n <= 8 rows as int16 pairs, lane j = row j (column hd reads as 0).
+inline __m256i KeyPairs(const int8_t* keys_t, size_t row_stride, uint32_t c, uint32_t hd, size_t r0,
+                        uint32_t n) {
+  const __m128i a = LoadBytes8(keys_t + c * row_stride + r0, n);
+  const __m128i b =
+      c + 1 < hd ? LoadBytes8(keys_t + (c + 1) * row_stride + r0, n) : _mm_setzero_si128();
+  return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
+}
+
+// Integer scores of Q quantized queries (L levels each) over every row of `runs` into
+// s[i][union index]: lanes = rows, vpmaddwd over column pairs. A block is R vectors of 8
+// rows (the last of a run may be partial); qp[i * L + l][c / 2]: level l of query i, its
+// int8 pair (c, c+1) as two int16 in a dword.
+template <int Q, int L, int R>
 void Scores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-            const float* key_scale, uint32_t hd, const float* const* q, float* const* s) {
-  const __m256 inv_v = _mm256_set1_ps(1.0f / std::sqrt(float(hd)));
+            const float* key_scale, uint32_t hd, const uint32_t (*qp)[kSimdMaxHeadDim / 2],
+            const float* qk, float* const* s) {
+  constexpr int S = Q * L;
   uint32_t idx = 0;
-  for (int k = 0; k < runs.n; ++k) {
-    uint32_t j = 0;
-    for (; j + 8 * R <= runs.count[k]; j += 8 * R, idx += 8 * R) {
+  for (int k = 0; k < runs.n; ++k)
+    for (uint32_t j = 0; j < runs.count[k];) {
+      const uint32_t left = runs.count[k] - j;
+      const bool whole = left >= 8 * R;  // whole blocks, then vector by vector
+      const uint32_t nv = whole ? R : 1, cnt = whole ? 8 * R : (left < 8 ? left : 8);
       const size_t r0 = runs.start[k] + j;
-      __m256 a[Q][R];
-      for (int i = 0; i < Q; ++i)
-        for (int v = 0; v < R; ++v) a[i][v] = _mm256_setzero_ps();
-      for (uint32_t c = 0; c < hd; ++c) {
-        const int8_t* kc = keys_t + c * row_stride + r0;
-        __m256 kv[R];
-        for (int v = 0; v < R; ++v) kv[v] = LoadI8(kc + 8 * v);
-        for (int i = 0; i < Q; ++i) {
-          const __m256 qi = _mm256_set1_ps(q[i][c]);
-          for (int v = 0; v < R; ++v) a[i][v] = _mm256_fmadd_ps(qi, kv[v], a[i][v]);
+      __m256i a[S][R];
+      for (int i = 0; i < S; ++i)
+        for (int v = 0; v < R; ++v) a[i][v] = _mm256_setzero_si256();
+      for (uint32_t c = 0; c < hd; c += 2) {
+        __m256i kv[R];
+        for (uint32_t v = 0; v < nv; ++v)
+          kv[v] = KeyPairs(keys_t, row_stride, c, hd, r0 + 8 * v, cnt - 8 * v);
+        for (int i = 0; i < S; ++i) {
+          const __m256i qi = _mm256_set1_epi32(int(qp[i][c / 2]));
+          for (uint32_t v = 0; v < nv; ++v)
+            a[i][v] = _mm256_add_epi32(a[i][v], _mm256_madd_epi16(kv[v], qi));
         }
       }
-      for (int v = 0; v < R; ++v) {
-        const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(key_scale + r0 + 8 * v), inv_v);
-        for (int i = 0; i < Q; ++i) _mm256_storeu_ps(s[i] + idx + 8 * v, _mm256_mul_ps(a[i][v], t));
+      for (uint32_t v = 0; v < nv; ++v) {
+        const uint32_t n = cnt - 8 * v < 8 ? cnt - 8 * v : 8;
+        const __m256 ks = Load(key_scale + r0 + 8 * v, n);
+        for (int i = 0; i < Q; ++i) {
+          __m256i d = a[i * L][v];
+          if (L == 2) d = _mm256_add_epi32(_mm256_slli_epi32(d, 7), a[i * L + 1][v]);
+          Store(s[i] + idx + 8 * v, n,
+                _mm256_mul_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(ks, _mm256_set1_ps(qk[i]))));
+        }
       }
-    }
-    for (; j < runs.count[k]; j += 8) {  // the rest, 8 rows or fewer at a time
-      const uint32_t cnt = runs.count[k] - j < 8 ? runs.count[k] - j : 8;
-      const size_t r0 = runs.start[k] + j;
-      __m256 a[Q];
-      for (int i = 0; i < Q; ++i) a[i] = _mm256_setzero_ps();
-      for (uint32_t c = 0; c < hd; ++c) {
-        const __m256 kv = LoadI8(keys_t + c * row_stride + r0, cnt);
-        for (int i = 0; i < Q; ++i) a[i] = _mm256_fmadd_ps(_mm256_set1_ps(q[i][c]), kv, a[i]);
-      }
-      const __m256 t = _mm256_mul_ps(Load(key_scale + r0, cnt), inv_v);
-      for (int i = 0; i < Q; ++i) Store(s[i] + idx, cnt, _mm256_mul_ps(a[i], t));
+      j += cnt;
       idx += cnt;
     }
-  }
 }
 
 // out[i][c0, c0 + 8V) = sum over the rows query i sees (bit i of vis[union index]; vis ==
@@ -229,8 +286,25 @@ constexpr int kVectorsPerPass = Q <= 2   ? 4
 
 template <int Q>
 void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-                 const float* key_scale, uint32_t hd, const float* const* q, float* const* s) {
-  Scores<Q, kVectorsPerPass<Q>>(runs, keys_t, row_stride, key_scale, hd, q, s);
+                 const float* key_scale, uint32_t hd, const float* const* q, ActPrecision query,
+                 float* const* s) {
+  int8_t lv[2][kSimdMaxHeadDim + 2];
+  uint32_t qp[2 * Q][kSimdMaxHeadDim / 2];
+  float qk[Q];
+  const int L = query == ActPrecision::kInt8x2 ? 2 : 1;
+  for (int i = 0; i < Q; ++i) {
+    qk[i] = QuantizeQueryV(q[i], hd, query, lv[0], lv[1]);
+    for (int l = 0; l < L; ++l) {
+      lv[l][hd] = 0;
+      for (uint32_t c = 0; c < hd; c += 2)
+        qp[i * L + l][c / 2] =
+            uint32_t(uint16_t(int16_t(lv[l][c]))) | uint32_t(uint16_t(int16_t(lv[l][c + 1]))) << 16;
+    }
+  }
+  if (L == 2)
+    Scores<Q, 2, kVectorsPerPass<2 * Q>>(runs, keys_t, row_stride, key_scale, hd, qp, qk, s);
+  else
+    Scores<Q, 1, kVectorsPerPass<Q>>(runs, keys_t, row_stride, key_scale, hd, qp, qk, s);
 }
 
 template <int Q>
@@ -258,7 +332,7 @@ inline void Weights(const float* p, float inv, const float* vs, uint32_t n, floa
 // (written over the scores), then the values.
 void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
              const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
-             const float* q, uint32_t n_q, float* out, float* scratch) {
+             const float* q, uint32_t n_q, ActPrecision query, float* out, float* scratch) {
   const uint32_t total = runs.total();
   if (total == 0) {
     std::memset(out, 0, size_t(n_q) * hd * sizeof(float));
@@ -276,7 +350,7 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
         s[i] = scratch + size_t(i0 + i) * total;
         os[i] = out + size_t(i0 + i) * hd;
       }
-      BlockScores<Q>(runs, keys_t, row_stride, key_scale, hd, qs, s);
+      BlockScores<Q>(runs, keys_t, row_stride, key_scale, hd, qs, query, s);
       for (int i = 0; i < Q; ++i) {
         const float inv = SoftmaxInPlace(s[i], total);
         for (int k = 0, u = 0; k < runs.n; u += runs.count[k], ++k)
@@ -288,17 +362,11 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
 }
 
 void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  __m256 m = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
-  for (uint32_t i = 0; i < n; i += 8) {
-    const __m256 a = _mm256_and_ps(Load(x + i, n - i), absmask);  // padding: 0
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
-    m = _mm256_max_ps(a, m);  // a NaN never wins
-  }
-  const float amax = ReduceMax(m);
-  if (_mm256_movemask_ps(bad) || amax == 0.f) {
+  bool bad;
+  const float amax = AbsMax(x, n, &bad);
+  if (bad || amax == 0.f) {
     std::memset(q, 0, n);
-    *scale = _mm256_movemask_ps(bad) ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+    *scale = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
     return;
   }
   const __m256 inv = _mm256_set1_ps(127.f / amax);

@@ -107,151 +107,171 @@ inline float SoftmaxInPlace(float* s, uint32_t total) {
   return 1.f / _mm512_cvtss_f32(part);
 }
 
-void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-             const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
-             const float* q, uint32_t n_q, float* out, float* scratch) {
-  const uint32_t total = runs.total();
-  const float inv_sqrt = 1.0f / std::sqrt(float(hd));
-  const uint32_t nvec = (hd + 15) / 16;
-  const __mmask16 last = __mmask16(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
-  for (uint32_t i0 = 0; i0 < n_q; i0 += 2) {
-    const uint32_t nh = n_q - i0 >= 2 ? 2 : 1;
-    // Scores, lanes = rows: two 16-row blocks at a time when the run has them, so four
-    // independent fma chains hide the fma latency (each row's sum keeps its order over c).
-    const float* q0 = q + size_t(i0) * hd;
-    const float* q1 = q0 + hd;
-    const __m512 inv_v = _mm512_set1_ps(inv_sqrt);
-    auto store = [&](__m512 a, __m512 b, __mmask16 m, size_t r0, uint32_t at) {
-      const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), inv_v);
-      _mm512_mask_storeu_ps(scratch + size_t(i0) * total + at, m, _mm512_mul_ps(a, t));
-      if (nh == 2)
-        _mm512_mask_storeu_ps(scratch + size_t(i0 + 1) * total + at, m, _mm512_mul_ps(b, t));
-    };
-    uint32_t idx = 0;
-    for (int k = 0; k < runs.n; ++k) {
-      uint32_t j = 0;
-      for (; j + 32 <= runs.count[k]; j += 32) {
-        const size_t r0 = runs.start[k] + j;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-        for (uint32_t c = 0; c < hd; ++c) {
-          const int8_t* kc = keys_t + c * row_stride + r0;
-          const __m512 kv0 = LoadI8(kc, 0xFFFF), kv1 = LoadI8(kc + 16, 0xFFFF);
-          const __m512 qa = _mm512_set1_ps(q0[c]);
-          a0 = _mm512_fmadd_ps(qa, kv0, a0);
-          b0 = _mm512_fmadd_ps(qa, kv1, b0);
-          if (nh == 2) {
-            const __m512 qb = _mm512_set1_ps(q1[c]);
-            a1 = _mm512_fmadd_ps(qb, kv0, a1);
-            b1 = _mm512_fmadd_ps(qb, kv1, b1);
-          }
-        }
-        store(a0, a1, 0xFFFF, r0, idx);
-        store(b0, b1, 0xFFFF, r0 + 16, idx + 16);
-        idx += 32;
-      }
-      for (; j < runs.count[k]; j += 16) {
-        const uint32_t cnt = runs.count[k] - j < 16 ? runs.count[k] - j : 16;
-        const __mmask16 m = __mmask16((1u << cnt) - 1);
-        const size_t r0 = runs.start[k] + j;
-        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
-        for (uint32_t c = 0; c < hd; ++c) {
-          const __m512 kv = LoadI8(keys_t + c * row_stride + r0, m);
-          a0 = _mm512_fmadd_ps(_mm512_set1_ps(q0[c]), kv, a0);
-          if (nh == 2) a1 = _mm512_fmadd_ps(_mm512_set1_ps(q1[c]), kv, a1);
-        }
-        store(a0, a1, m, r0, idx);
-        idx += cnt;
-      }
-    }
-    float inv[2] = {0.f, 0.f};
-    for (uint32_t i = i0; i < i0 + nh; ++i) {
-      float* oi = out + size_t(i) * hd;
-      for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
-      if (total == 0) continue;
-      inv[i - i0] = SoftmaxInPlace(scratch + size_t(i) * total, total);
-    }
-    if (total == 0) continue;
-    // Weighted values: lanes = dimensions, an fma chain over rows in order per head; each
-    // value row is converted once for both heads.
-    const float* s0 = scratch + size_t(i0) * total;
-    const float* s1 = s0 + total;
-    __m512 acc0[16], acc1[16];
-    for (uint32_t v = 0; v < nvec; ++v) acc0[v] = acc1[v] = _mm512_setzero_ps();
-    uint32_t id = 0;
-    for (int k = 0; k < runs.n; ++k)
-      for (uint32_t j = 0; j < runs.count[k]; ++j, ++id) {
-        const size_t r = runs.start[k] + j;
-        const int8_t* vr = values + r * hd;
-        const __m512 w0 = _mm512_set1_ps((s0[id] * inv[0]) * value_scale[r]);
-        if (nh == 2) {
-          const __m512 w1 = _mm512_set1_ps((s1[id] * inv[1]) * value_scale[r]);
-          for (uint32_t v = 0; v < nvec; ++v) {
-            const __m512 x = LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF);
-            acc0[v] = _mm512_fmadd_ps(w0, x, acc0[v]);
-            acc1[v] = _mm512_fmadd_ps(w1, x, acc1[v]);
-          }
-        } else {
-          for (uint32_t v = 0; v < nvec; ++v)
-            acc0[v] =
-                _mm512_fmadd_ps(w0, LoadI8(vr + 16 * v, v + 1 == nvec ? last : 0xFFFF), acc0[v]);
-        }
-      }
-    for (uint32_t v = 0; v < nvec; ++v) {
-      const __mmask16 m = v + 1 == nvec ? last : 0xFFFF;
-      _mm512_mask_storeu_ps(out + size_t(i0) * hd + 16 * v, m, acc0[v]);
-      if (nh == 2) _mm512_mask_storeu_ps(out + size_t(i0 + 1) * hd + 16 * v, m, acc1[v]);
-    }
-  }
-}
-
 // ---- a block of query tokens (AttendInt8Block): up to 8 queries (token x head) at a time
 // share each converted key and value row. Per query the operations are AttendV's: the same
-// fma chain per score, the same softmax over its own visible scores, and the same fma chain
-// over its visible value rows in order (rows it does not see leave its sums untouched).
+// integer score, the same softmax over its own visible scores, and the same fma chain over
+// its visible value rows in order (rows it does not see leave its sums untouched).
 
-// Scores of Q queries over every row of `runs` into s[j][union index].
-template <int Q>
-void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-                 const float* key_scale, uint32_t hd, const float* const* q, float* const* s) {
-  const __m512 inv_v = _mm512_set1_ps(1.0f / std::sqrt(float(hd)));
+// Four key columns c..c+3 of 64 rows (masked: rows past the run read as 0) as VNNI operands:
+// k[u] holds rows 16L + 4u + j (128-bit lane L, dword j), each dword the row's four bytes.
+inline void KeyQuads(const int8_t* keys_t, size_t row_stride, uint32_t c, uint32_t hd, size_t r0,
+                     __mmask64 m, __m512i k[4]) {
+  __m512i a[4];
+  for (uint32_t e = 0; e < 4; ++e)
+    a[e] = c + e < hd ? _mm512_maskz_loadu_epi8(m, keys_t + (c + e) * row_stride + r0)
+                      : _mm512_setzero_si512();
+  const __m512i lo01 = _mm512_unpacklo_epi8(a[0], a[1]), hi01 = _mm512_unpackhi_epi8(a[0], a[1]);
+  const __m512i lo23 = _mm512_unpacklo_epi8(a[2], a[3]), hi23 = _mm512_unpackhi_epi8(a[2], a[3]);
+  k[0] = _mm512_unpacklo_epi16(lo01, lo23);
+  k[1] = _mm512_unpackhi_epi16(lo01, lo23);
+  k[2] = _mm512_unpacklo_epi16(hi01, hi23);
+  k[3] = _mm512_unpackhi_epi16(hi01, hi23);
+}
+
+// KeyQuads' order back to rows: out[L] = rows 16L..16L+15 (a 4 x 4 transpose of 128-bit
+// lanes).
+inline void RowOrder(const __m512i k[4], __m512i out[4]) {
+  const __m512i t0 = _mm512_shuffle_i32x4(k[0], k[1], 0x44);
+  const __m512i t1 = _mm512_shuffle_i32x4(k[0], k[1], 0xEE);
+  const __m512i t2 = _mm512_shuffle_i32x4(k[2], k[3], 0x44);
+  const __m512i t3 = _mm512_shuffle_i32x4(k[2], k[3], 0xEE);
+  out[0] = _mm512_shuffle_i32x4(t0, t2, 0x88);
+  out[1] = _mm512_shuffle_i32x4(t0, t2, 0xDD);
+  out[2] = _mm512_shuffle_i32x4(t1, t3, 0x88);
+  out[3] = _mm512_shuffle_i32x4(t1, t3, 0xDD);
+}
+
+// max |x[i]|; *bad: some x[i] is a NaN or an infinity.
+inline float AbsMax(const float* x, uint32_t n, bool* bad) {
+  const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
+  __m512 m = _mm512_setzero_ps();
+  __mmask16 nonfinite = 0;
+  for (uint32_t i = 0; i < n; i += 16) {
+    const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
+    const __m512 a = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, x + i)), absmask));
+    nonfinite |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
+    m = _mm512_max_ps(a, m);  // a NaN never wins
+  }
+  *bad = nonfinite != 0;
+  return _mm512_reduce_max_ps(m);
+}
+
+// The query's int8 levels (fast_ops.h): q1, and q2 with kInt8x2 (else zeros); returns qk.
+float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
+  bool bad;
+  const float amax = AbsMax(x, n, &bad);
+  std::memset(q1, 0, n);
+  std::memset(q2, 0, n);
+  if (bad) return QueryScoreScale(std::numeric_limits<float>::infinity(), n, query);
+  if (amax == 0.f) return 0.f;
+  const __m512 inv = _mm512_set1_ps(127.f / amax);
+  const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+  const bool two = query == ActPrecision::kInt8x2;
+  for (uint32_t i = 0; i < n; i += 16) {
+    const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
+    const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv);
+    const __m512 a = _mm512_min_ps(
+        _mm512_max_ps(_mm512_roundscale_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo),
+        hi);
+    _mm_mask_storeu_epi8(q1 + i, k, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(a)));
+    if (!two) continue;
+    const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(p, a), _mm512_set1_ps(128.f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_mask_storeu_epi8(
+        q2 + i, k,
+        _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi))));
+  }
+  return QueryScoreScale(amax, n, query);
+}
+
+// Integer dots of S <= 8 query levels ("streams"), 64 rows at a time, combined per query
+// (L levels each, Q = S / L queries) into scores. vpdpbusd takes unsigned bytes, so each
+// level goes in as q + 128 and 128 * sum_c key is taken off again (exact). qb[j][c / 4]:
+// stream j's bytes c..c+3 plus 128, as one dword; stream j is level j % L of query j / L.
+template <int Q, int L>
+void IntScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+               const float* key_scale, uint32_t hd, const uint32_t (*qb)[kSimdMaxHeadDim / 4],
+               const float* qk, float* const* s) {
+  constexpr int S = Q * L;
+  const __m512i ones = _mm512_set1_epi8(1);
   uint32_t idx = 0;
-  for (int k = 0; k < runs.n; ++k) {
-    uint32_t j = 0;
-    for (; j + 32 <= runs.count[k]; j += 32, idx += 32) {
+  for (int k = 0; k < runs.n; ++k)
+    for (uint32_t j = 0; j < runs.count[k]; j += 64) {
+      const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
+      const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
       const size_t r0 = runs.start[k] + j;
-      __m512 a[Q], b[Q];
-      for (int i = 0; i < Q; ++i) a[i] = b[i] = _mm512_setzero_ps();
-      for (uint32_t c = 0; c < hd; ++c) {
-        const int8_t* kc = keys_t + c * row_stride + r0;
-        const __m512 kv0 = LoadI8(kc, 0xFFFF), kv1 = LoadI8(kc + 16, 0xFFFF);
-        for (int i = 0; i < Q; ++i) {
-          const __m512 qi = _mm512_set1_ps(q[i][c]);
-          a[i] = _mm512_fmadd_ps(qi, kv0, a[i]);
-          b[i] = _mm512_fmadd_ps(qi, kv1, b[i]);
+      __m512i acc[S][4], sum[4];
+      for (int u = 0; u < 4; ++u) {
+        sum[u] = _mm512_setzero_si512();
+        for (int i = 0; i < S; ++i) acc[i][u] = _mm512_setzero_si512();
+      }
+      for (uint32_t c = 0; c < hd; c += 4) {
+        __m512i kq[4];
+        KeyQuads(keys_t, row_stride, c, hd, r0, m, kq);
+        for (int u = 0; u < 4; ++u) sum[u] = _mm512_dpbusd_epi32(sum[u], ones, kq[u]);
+        for (int i = 0; i < S; ++i) {
+          const __m512i qv = _mm512_set1_epi32(int(qb[i][c / 4]));
+          for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_dpbusd_epi32(acc[i][u], qv, kq[u]);
         }
       }
-      const __m512 t0 = _mm512_mul_ps(_mm512_loadu_ps(key_scale + r0), inv_v);
-      const __m512 t1 = _mm512_mul_ps(_mm512_loadu_ps(key_scale + r0 + 16), inv_v);
+      for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
       for (int i = 0; i < Q; ++i) {
-        _mm512_storeu_ps(s[i] + idx, _mm512_mul_ps(a[i], t0));
-        _mm512_storeu_ps(s[i] + idx + 16, _mm512_mul_ps(b[i], t1));
+        __m512i d[4], rows[4];
+        for (int u = 0; u < 4; ++u) {
+          d[u] = _mm512_sub_epi32(acc[i * L][u], sum[u]);
+          if (L == 2)
+            d[u] = _mm512_add_epi32(_mm512_slli_epi32(d[u], 7),
+                                    _mm512_sub_epi32(acc[i * L + 1][u], sum[u]));
+        }
+        RowOrder(d, rows);
+        const __m512 qv = _mm512_set1_ps(qk[i]);
+        for (uint32_t g = 0; g * 16 < cnt; ++g) {
+          const uint32_t n = cnt - g * 16 < 16 ? cnt - g * 16 : 16;
+          const __mmask16 mk = __mmask16(n == 16 ? 0xFFFF : (1u << n) - 1);
+          const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, key_scale + r0 + 16 * g), qv);
+          _mm512_mask_storeu_ps(s[i] + idx + 16 * g, mk,
+                                _mm512_mul_ps(_mm512_cvtepi32_ps(rows[g]), t));
+        }
       }
-    }
-    for (; j < runs.count[k]; j += 16) {
-      const uint32_t cnt = runs.count[k] - j < 16 ? runs.count[k] - j : 16;
-      const __mmask16 m = __mmask16((1u << cnt) - 1);
-      const size_t r0 = runs.start[k] + j;
-      __m512 a[Q];
-      for (int i = 0; i < Q; ++i) a[i] = _mm512_setzero_ps();
-      for (uint32_t c = 0; c < hd; ++c) {
-        const __m512 kv = LoadI8(keys_t + c * row_stride + r0, m);
-        for (int i = 0; i < Q; ++i) a[i] = _mm512_fmadd_ps(_mm512_set1_ps(q[i][c]), kv, a[i]);
-      }
-      const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, key_scale + r0), inv_v);
-      for (int i = 0; i < Q; ++i) _mm512_mask_storeu_ps(s[i] + idx, m, _mm512_mul_ps(a[i], t));
       idx += cnt;
     }
+}
+
+// Scores of Q queries over every row of `runs` into s[j][union index] (hd <= 256).
+template <int Q>
+void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                 const float* key_scale, uint32_t hd, const float* const* q, ActPrecision query,
+                 float* const* s) {
+  constexpr int kLevels = 2;  // room for both levels of each query
+  alignas(64) int8_t lv[kLevels][kSimdMaxHeadDim + 4];
+  uint32_t qb[Q * kLevels][kSimdMaxHeadDim / 4];
+  float qk[Q];
+  const int L = query == ActPrecision::kInt8x2 ? 2 : 1;
+  for (int i = 0; i < Q; ++i) {
+    qk[i] = QuantizeQueryV(q[i], hd, query, lv[0], lv[1]);
+    for (int l = 0; l < L; ++l) {
+      std::memset(lv[l] + hd, 0, 4);
+      for (uint32_t c = 0; c < hd; c += 4) {
+        uint32_t w = 0;
+        for (uint32_t e = 0; e < 4; ++e) w |= uint32_t(uint8_t(lv[l][c + e] + 128)) << (8 * e);
+        qb[i * L + l][c / 4] = w;
+      }
+    }
   }
+  // Up to 8 streams per pass: 4 queries of one level, or 2 of two.
+  auto pass = [&](auto levels) {
+    constexpr int kL = decltype(levels)::value, kQ = 4 / kL;
+    int i0 = 0;
+    for (; i0 + kQ <= Q; i0 += kQ)
+      IntScores<kQ, kL>(runs, keys_t, row_stride, key_scale, hd, qb + i0 * kL, qk + i0, s + i0);
+    for (; i0 < Q; ++i0)
+      IntScores<1, kL>(runs, keys_t, row_stride, key_scale, hd, qb + i0 * kL, qk + i0, s + i0);
+  };
+  if (L == 2)
+    pass(std::integral_constant<int, 2>());
+  else
+    pass(std::integral_constant<int, 1>());
 }
 
 // out[j] = sum over the rows j sees (bit j of vis[union index]) of w[j][row] * value, an fma
@@ -309,18 +329,86 @@ inline void Weights(const float* p, float inv, const float* vs, uint32_t n, floa
 
 #include "engine/kernels/fast_ops_block_impl.h"
 
-void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
-  const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
-  __m512 m = _mm512_setzero_ps();
-  __mmask16 bad = 0;
-  for (uint32_t i = 0; i < n; i += 16) {
-    const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
-    const __m512 a = _mm512_castsi512_ps(
-        _mm512_and_si512(_mm512_castps_si512(_mm512_maskz_loadu_ps(k, x + i)), absmask));
-    bad |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
-    m = _mm512_max_ps(a, m);  // a NaN never wins
+// Weighted values of H (1 or 2) heads for dimensions [16 v0, 16 (v0 + NV)): lanes =
+// dimensions, an fma chain over rows in order per head; each value row is converted once
+// for both heads. NV is a compile-time count so the accumulators stay in registers.
+template <int H, int NV>
+void ValuesPass(const AttentionRuns& runs, const int8_t* values, const float* value_scale,
+                uint32_t hd, uint32_t v0, const float* const* p, const float* inv,
+                float* const* out) {
+  const uint32_t nvec = (hd + 15) / 16;
+  const __mmask16 last = __mmask16(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
+  __mmask16 m[NV];
+  for (int v = 0; v < NV; ++v) m[v] = v0 + v + 1 == nvec ? last : 0xFFFF;
+  __m512 acc[H][NV];
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < NV; ++v) acc[h][v] = _mm512_setzero_ps();
+  uint32_t id = 0;
+  for (int k = 0; k < runs.n; ++k)
+    for (uint32_t j = 0; j < runs.count[k]; ++j, ++id) {
+      const size_t r = runs.start[k] + j;
+      const int8_t* vr = values + r * hd + 16 * v0;
+      __m512 w[H];
+      for (int h = 0; h < H; ++h) w[h] = _mm512_set1_ps((p[h][id] * inv[h]) * value_scale[r]);
+      for (int v = 0; v < NV; ++v) {
+        const __m512 x = LoadI8(vr + 16 * v, m[v]);
+        for (int h = 0; h < H; ++h) acc[h][v] = _mm512_fmadd_ps(w[h], x, acc[h][v]);
+      }
+    }
+  for (int h = 0; h < H; ++h)
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out[h] + 16 * (v0 + v), m[v], acc[h][v]);
+}
+
+template <int H>
+void Values(const AttentionRuns& runs, const int8_t* values, const float* value_scale, uint32_t hd,
+            const float* const* p, const float* inv, float* const* out) {
+  const uint32_t nvec = (hd + 15) / 16;
+  uint32_t v0 = 0;
+  for (; v0 + 4 <= nvec; v0 += 4) ValuesPass<H, 4>(runs, values, value_scale, hd, v0, p, inv, out);
+  switch (nvec - v0) {
+    case 3:
+      return ValuesPass<H, 3>(runs, values, value_scale, hd, v0, p, inv, out);
+    case 2:
+      return ValuesPass<H, 2>(runs, values, value_scale, hd, v0, p, inv, out);
+    case 1:
+      return ValuesPass<H, 1>(runs, values, value_scale, hd, v0, p, inv, out);
+    default:
+      return;
   }
-  const float amax = _mm512_reduce_max_ps(m);
+}
+
+// One token's heads, two at a time: integer scores, softmax, then the weighted values.
+void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+             const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
+             const float* q, uint32_t n_q, ActPrecision query, float* out, float* scratch) {
+  const uint32_t total = runs.total();
+  if (total == 0) {
+    std::memset(out, 0, size_t(n_q) * hd * sizeof(float));
+    return;
+  }
+  for (uint32_t i0 = 0; i0 < n_q; i0 += 2) {
+    const uint32_t nh = n_q - i0 >= 2 ? 2 : 1;
+    const float* qs[2] = {q + size_t(i0) * hd, q + size_t(i0 + nh - 1) * hd};
+    float* ss[2] = {scratch + size_t(i0) * total, scratch + size_t(i0 + nh - 1) * total};
+    float* os[2] = {out + size_t(i0) * hd, out + size_t(i0 + nh - 1) * hd};
+    const float* ps[2] = {ss[0], ss[1]};
+    float inv[2];
+    if (nh == 2) {
+      BlockScores<2>(runs, keys_t, row_stride, key_scale, hd, qs, query, ss);
+      inv[0] = SoftmaxInPlace(ss[0], total);
+      inv[1] = SoftmaxInPlace(ss[1], total);
+      Values<2>(runs, values, value_scale, hd, ps, inv, os);
+    } else {
+      BlockScores<1>(runs, keys_t, row_stride, key_scale, hd, qs, query, ss);
+      inv[0] = SoftmaxInPlace(ss[0], total);
+      Values<1>(runs, values, value_scale, hd, ps, inv, os);
+    }
+  }
+}
+
+void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
+  bool bad;
+  const float amax = AbsMax(x, n, &bad);
   if (bad || amax == 0.f) {
     for (uint32_t i = 0; i < n; ++i) q[i] = 0;
     *scale = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;

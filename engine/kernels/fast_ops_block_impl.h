@@ -3,7 +3,7 @@
 // so nothing may be shared at link time), after it defines:
 //   float SoftmaxInPlace(float* s, uint32_t n);                   returns 1 / sum
 //   void Weights(const float* p, float inv, const float* vs, uint32_t n, float* w);
-//   template <int Q> void BlockScores(runs, keys_t, row_stride, key_scale, hd, q, s);
+//   template <int Q> void BlockScores(runs, keys_t, row_stride, key_scale, hd, q, query, s);
 //   template <int Q> void BlockValues(runs, values, hd, w, vis, out);
 // (the contracts of the scalar code in fast_ops.cc, Q <= 8 queries at a time), having
 // included <cstring>, <type_traits> and fast_ops_table.h itself.
@@ -32,13 +32,14 @@ inline void WithQueries(uint32_t n, F f) {
 }
 
 // Up to 8 queries (token x head) of a block at a time share each converted key and value
-// row. Per query the operations are AttendInt8's: the same fma chain per score, the same
+// row. Per query the operations are AttendInt8's: the same integer score, the same
 // softmax over its own visible scores, and the same fma chain over its visible value rows
 // in order (rows it does not see leave its sums untouched).
 template <int Q>
 void BlockGroup(const AttentionBlock& blk, const int8_t* keys_t, size_t row_stride,
                 const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
-                const float* const* q, const uint32_t* token, float* const* out, float* scratch) {
+                const float* const* q, ActPrecision query, const uint32_t* token, float* const* out,
+                float* scratch) {
   const AttentionRuns& runs = blk.runs;
   const uint32_t total = runs.total();
   const size_t stride = total + 16;
@@ -54,7 +55,7 @@ void BlockGroup(const AttentionBlock& blk, const int8_t* keys_t, size_t row_stri
   for (int k = 0, u = 0; k < runs.n; u += runs.count[k], ++k)
     std::memcpy(vs + u, value_scale + runs.start[k], runs.count[k] * sizeof(float));
   uint8_t* vis = reinterpret_cast<uint8_t*>(scratch + 16 * stride);
-  BlockScores<Q>(runs, keys_t, row_stride, key_scale, hd, q, s);
+  BlockScores<Q>(runs, keys_t, row_stride, key_scale, hd, q, query, s);
   std::memset(vis, 0, total);
   for (int i = 0; i < Q; ++i) {
     const uint32_t t = token[i], head = blk.head[t], from = blk.from[t], to = blk.to[t];
@@ -74,8 +75,8 @@ void BlockGroup(const AttentionBlock& blk, const int8_t* keys_t, size_t row_stri
 
 void AttendBlockV(const AttentionBlock& blk, const int8_t* keys_t, size_t row_stride,
                   const float* key_scale, const int8_t* values, const float* value_scale,
-                  uint32_t hd, const float* q, size_t q_stride, uint32_t n_q, float* out,
-                  size_t out_stride, float* scratch) {
+                  uint32_t hd, const float* q, size_t q_stride, uint32_t n_q, ActPrecision query,
+                  float* out, size_t out_stride, float* scratch) {
   const uint32_t queries = blk.tokens * n_q;
   for (uint32_t j0 = 0; j0 < queries; j0 += 8) {
     const uint32_t nq = queries - j0 < 8 ? queries - j0 : 8;
@@ -90,7 +91,7 @@ void AttendBlockV(const AttentionBlock& blk, const int8_t* keys_t, size_t row_st
     }
     WithQueries(nq, [&](auto qn) {
       BlockGroup<decltype(qn)::value>(blk, keys_t, row_stride, key_scale, values, value_scale, hd,
-                                      qs, token, os, scratch);
+                                      qs, query, token, os, scratch);
     });
   }
 }

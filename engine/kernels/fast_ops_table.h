@@ -11,11 +11,12 @@ struct FastOpsTable {
   void (*fwht)(float* x, uint32_t n);
   void (*attend)(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                  const float* key_scale, const int8_t* values, const float* value_scale,
-                 uint32_t head_dim, const float* q, uint32_t n_q, float* out, float* scratch);
+                 uint32_t head_dim, const float* q, uint32_t n_q, ActPrecision query, float* out,
+                 float* scratch);
   void (*attend_block)(const AttentionBlock& block, const int8_t* keys_t, size_t row_stride,
                        const float* key_scale, const int8_t* values, const float* value_scale,
-                       uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q, float* out,
-                       size_t out_stride, float* scratch);
+                       uint32_t head_dim, const float* q, size_t q_stride, uint32_t n_q,
+                       ActPrecision query, float* out, size_t out_stride, float* scratch);
   void (*quantize)(const float* x, uint32_t n, int8_t* q, float* scale);
   void (*mix)(const float* P, const float* X, const float* h, const float* x, const float* u,
               uint32_t m, uint32_t d, float* out);
@@ -24,6 +25,14 @@ struct FastOpsTable {
 const FastOpsTable& ScalarFastOps();
 const FastOpsTable& Avx2FastOps();  // also AVX-VNNI: these kernels have no int8 dots
 const FastOpsTable& Avx512FastOps();
+
+// The attention score factor of a query quantized with absmax `amax` (fast_ops.h): NaN when
+// amax is not finite. One definition for every ISA.
+float QueryScoreScale(float amax, uint32_t hd, ActPrecision query);
+
+// The SIMD attention kernels' largest head dimension (their stack buffers); larger heads
+// take the scalar code.
+inline constexpr uint32_t kSimdMaxHeadDim = 256;
 
 // exp constants shared by every implementation.
 inline constexpr float kExpLo = -87.3f, kExpHi = 88.3f;

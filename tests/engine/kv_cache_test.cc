@@ -64,10 +64,27 @@ TEST(KvCache, MemoryIsBoundedByWindowPlusSink) {
   EXPECT_EQ(a.bytes(), size_t(27) * 4 * 320 * (64 * 2 + 8));
 }
 
+// The query as the scores see it (kernels::AttendInt8): absmax int8 levels, dequantized.
+std::vector<double> QuantizedQuery(const float* q, uint32_t hd, kernels::ActPrecision query) {
+  float amax = 0;
+  for (uint32_t c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(q[c]));
+  std::vector<double> out(hd);
+  for (uint32_t c = 0; c < hd; ++c) {
+    const float p = q[c] * (127.f / amax);
+    const float q1 = std::clamp(std::nearbyint(p), -127.f, 127.f);
+    double v = q1;
+    if (query == kernels::ActPrecision::kInt8x2)
+      v += std::clamp(std::nearbyint((p - q1) * 128.f), -127.f, 127.f) / 128.0;
+    out[c] = v * amax / 127;
+  }
+  return out;
+}
+
 // Double-precision attention over the dequantized rows recorded at Store time.
 void OracleAttend(
     const std::map<uint32_t, std::pair<std::vector<double>, std::vector<double>>>& rows,
-    const AttentionWindow& w, uint32_t pos, const float* q, uint32_t hd, std::vector<double>* out) {
+    const AttentionWindow& w, uint32_t pos, const std::vector<double>& q, uint32_t hd,
+    std::vector<double>* out) {
   std::vector<double> s;
   std::vector<const std::vector<double>*> vals;
   for (const auto& [k, kv] : rows) {
@@ -85,11 +102,13 @@ void OracleAttend(
 }
 
 TEST(KvCache, RingAndSinkFollowTheVisibilityRuleAcrossManyWraps) {
-  for (auto [window, sink, slack] :
-       {std::tuple{8u, 3u, 4u}, {8u, 0u, 0u}, {5u, 7u, 2u}, {0u, 0u, 0u}}) {
+  for (auto [window, sink, slack, query] : {std::tuple{8u, 3u, 4u, kernels::ActPrecision::kInt8},
+                                            {8u, 0u, 0u, kernels::ActPrecision::kInt8x2},
+                                            {5u, 7u, 2u, kernels::ActPrecision::kInt8},
+                                            {0u, 0u, 0u, kernels::ActPrecision::kInt8x2}}) {
     const uint32_t hd = 24, n_q = 2, max_seq = 120;
     const AttentionWindow w{window, sink};
-    KvCache kv(1, 1, hd, w, max_seq, slack);
+    KvCache kv(1, 1, hd, w, max_seq, slack, query);
     std::mt19937 rng(window * 100 + sink);
     std::map<uint32_t, std::pair<std::vector<double>, std::vector<double>>> stored;
     std::vector<float> scratch(n_q * (kv.rows() + 16)), out(n_q * hd);
@@ -113,7 +132,7 @@ TEST(KvCache, RingAndSinkFollowTheVisibilityRuleAcrossManyWraps) {
       kv.Attend(0, 0, pos, q.data(), n_q, out.data(), scratch.data());
       for (uint32_t i = 0; i < n_q; ++i) {
         std::vector<double> want;
-        OracleAttend(stored, w, pos, q.data() + i * hd, hd, &want);
+        OracleAttend(stored, w, pos, QuantizedQuery(q.data() + i * hd, hd, query), hd, &want);
         for (uint32_t c = 0; c < hd; ++c)
           ASSERT_NEAR(out[i * hd + c], want[c], 2e-5 * (1 + std::fabs(want[c])))
               << "window " << window << " sink " << sink << " pos " << pos << " head " << i;

@@ -196,7 +196,8 @@ TEST(PromptCache, DamagedFilesAreRebuiltNeverUsed) {
   one.PutBytes("state");
   const std::string header = R"({"model_sha256":")" + std::string(64, 'a') +
                              R"(","path":"fast","window":0,"sink":4,"keep_hidden":false,)"
-                             R"("state_version":1,"build":"b"})";
+                             R"("state_version":)" +
+                             std::to_string(kForwardStateVersion) + R"(,"build":"b"})";
   ASSERT_EQ(outcome(FileWith(header, one.bytes())), "used");
   EXPECT_EQ(outcome(FileWith(header, one.bytes() + "!")),
             "rebuilt: " + file + ": end at offset " +
@@ -207,8 +208,10 @@ TEST(PromptCache, DamagedFilesAreRebuiltNeverUsed) {
                 ": header at offset 48: not a JSON object with model_sha256, path, window, "
                 "sink, keep_hidden, state_version and build");
   std::string v2 = header;
-  v2.replace(v2.find("\"state_version\":1"), 17, "\"state_version\":0");
-  EXPECT_EQ(outcome(FileWith(v2, one.bytes())), "rebuilt: state version 0, this build writes 1");
+  const std::string current = "\"state_version\":" + std::to_string(kForwardStateVersion);
+  v2.replace(v2.find(current), current.size(), "\"state_version\":0");
+  EXPECT_EQ(outcome(FileWith(v2, one.bytes())),
+            "rebuilt: state version 0, this build writes " + std::to_string(kForwardStateVersion));
   ByteWriter nine;
   nine.Put(uint32_t(9));
   EXPECT_EQ(outcome(FileWith(header, nine.bytes())),

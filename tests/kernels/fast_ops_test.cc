@@ -3,6 +3,7 @@
 // double oracle, and bit-identity of every one of them across ISAs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -127,48 +128,100 @@ KvRows RandomKv(uint32_t hd, uint32_t stride, std::mt19937& rng) {
 TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
   std::mt19937 rng(3);
   // n_q: the kernels take queries in groups (AVX2: up to 8, with 1-4 row vectors per pass).
-  for (uint32_t hd : {24u, 64u, 128u})
-    for (uint32_t rows : {1u, 17u, 300u})
-      for (uint32_t n_q : {1u, 2u, 3u, 9u}) {
-        const uint32_t stride = rows + 5;
-        auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
-        std::vector<float> q = RandomVector(size_t(n_q) * hd, rng);
-        // Runs: rows [3, 3 + a) then [0, 3) (a wrapped ring plus a pinned row).
-        AttentionRuns runs;
-        const uint32_t a = rows > 3 ? rows - 3 : rows;
-        runs.Add(rows > 3 ? 3 : 0, a);
-        if (rows > 3) runs.Add(0, 3);
-        std::vector<float> scratch(size_t(n_q) * (rows + 16));
-        auto run = [&] {
-          std::vector<float> out(size_t(n_q) * hd);
-          AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), n_q,
-                     out.data(), scratch.data());
-          return out;
-        };
-        std::vector<float> out = run();
-        for (uint32_t i = 0; i < n_q; ++i) {
-          std::vector<double> s;
-          std::vector<size_t> idx;
-          for (int k = 0; k < runs.n; ++k)
-            for (uint32_t j = 0; j < runs.count[k]; ++j) {
-              size_t r = runs.start[k] + j;
-              double d = 0;
-              for (uint32_t c = 0; c < hd; ++c) d += double(q[i * hd + c]) * kt[c * stride + r];
-              s.push_back(d * ks[r] / std::sqrt(double(hd)));
-              idx.push_back(r);
+  for (ActPrecision query : {ActPrecision::kInt8, ActPrecision::kInt8x2})
+    for (uint32_t hd : {24u, 30u, 64u, 128u})
+      for (uint32_t rows : {1u, 17u, 300u})
+        for (uint32_t n_q : {1u, 2u, 3u, 9u}) {
+          const uint32_t stride = rows + 5;
+          auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
+          std::vector<float> q = RandomVector(size_t(n_q) * hd, rng);
+          // Runs: rows [3, 3 + a) then [0, 3) (a wrapped ring plus a pinned row).
+          AttentionRuns runs;
+          const uint32_t a = rows > 3 ? rows - 3 : rows;
+          runs.Add(rows > 3 ? 3 : 0, a);
+          if (rows > 3) runs.Add(0, 3);
+          std::vector<float> scratch(size_t(n_q) * (rows + 16));
+          auto run = [&] {
+            std::vector<float> out(size_t(n_q) * hd);
+            AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), n_q,
+                       query, out.data(), scratch.data());
+            return out;
+          };
+          std::vector<float> out = run();
+          for (uint32_t i = 0; i < n_q; ++i) {
+            // The query as the contract quantizes it: absmax int8, and with kInt8x2 the
+            // rounding residual in 1/128 steps.
+            float amax = 0;
+            for (uint32_t c = 0; c < hd; ++c) amax = std::max(amax, std::fabs(q[i * hd + c]));
+            std::vector<double> q8(hd);
+            for (uint32_t c = 0; c < hd; ++c) {
+              const float p = q[i * hd + c] * (127.f / amax);
+              const float q1 = std::clamp(std::nearbyint(p), -127.f, 127.f);
+              q8[c] = q1;
+              if (query == ActPrecision::kInt8x2)
+                q8[c] += std::clamp(std::nearbyint((p - q1) * 128.f), -127.f, 127.f) / 128.0;
             }
-          double mx = *std::max_element(s.begin(), s.end()), sum = 0;
-          for (double& e : s) sum += (e = std::exp(e - mx));
-          for (uint32_t c = 0; c < hd; ++c) {
-            double want = 0;
-            for (size_t t = 0; t < s.size(); ++t)
-              want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
-            ASSERT_NEAR(out[i * hd + c], want, 1e-5 * (1 + std::fabs(want)))
-                << hd << " " << rows << " " << n_q;
+            std::vector<double> s;
+            std::vector<size_t> idx;
+            for (int k = 0; k < runs.n; ++k)
+              for (uint32_t j = 0; j < runs.count[k]; ++j) {
+                size_t r = runs.start[k] + j;
+                double d = 0;
+                for (uint32_t c = 0; c < hd; ++c) d += q8[c] * kt[c * stride + r];
+                s.push_back(d * (double(amax) / 127) * ks[r] / std::sqrt(double(hd)));
+                idx.push_back(r);
+              }
+            double mx = *std::max_element(s.begin(), s.end()), sum = 0;
+            for (double& e : s) sum += (e = std::exp(e - mx));
+            for (uint32_t c = 0; c < hd; ++c) {
+              double want = 0;
+              for (size_t t = 0; t < s.size(); ++t)
+                want += s[t] / sum * vs[idx[t]] * v[idx[t] * hd + c];
+              ASSERT_NEAR(out[i * hd + c], want, 1e-5 * (1 + std::fabs(want)))
+                  << hd << " " << rows << " " << n_q << " " << int(query);
+            }
           }
+          ExpectSameOnEveryIsa(run, "attention");
         }
-        ExpectSameOnEveryIsa(run, "attention");
+}
+
+// The quantized query's edge cases, on every ISA and both levels: an all-zero query
+// scores every row 0 (uniform weights: the mean of the dequantized values), a query with
+// a NaN or an infinity scores NaN (so the output is NaN, never a silent number).
+TEST(FastOps, AttentionOfZeroAndNonFiniteQueries) {
+  std::mt19937 rng(21);
+  const uint32_t hd = 64, rows = 70, stride = rows;
+  auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
+  AttentionRuns runs;
+  runs.Add(0, rows);
+  std::vector<float> scratch(2 * (rows + 16));
+  for (ActPrecision query : {ActPrecision::kInt8, ActPrecision::kInt8x2}) {
+    for (float bad : {0.f, NAN, INFINITY}) {
+      std::vector<float> q(2 * hd, 0.f);
+      if (bad != 0.f) {
+        for (uint32_t c = 0; c < 2 * hd; ++c) q[c] = 0.1f * float(c % 7);
+        q[5] = bad;
+        q[hd + 9] = bad;
       }
+      auto run = [&] {
+        std::vector<float> out(2 * hd);
+        AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), 2, query,
+                   out.data(), scratch.data());
+        return out;
+      };
+      std::vector<float> out = run();
+      for (uint32_t c = 0; c < 2 * hd; ++c) {
+        if (bad != 0.f) {
+          ASSERT_TRUE(std::isnan(out[c])) << c;
+          continue;
+        }
+        double mean = 0;
+        for (uint32_t r = 0; r < rows; ++r) mean += double(vs[r]) * v[r * hd + c % hd] / rows;
+        ASSERT_NEAR(out[c], mean, 1e-5 * (1 + std::fabs(mean))) << c;
+      }
+      ExpectSameOnEveryIsa(run, "attention edge cases");
+    }
+  }
 }
 
 // A block of query tokens: each token's output is AttendInt8's over its own rows, bit for
@@ -176,41 +229,42 @@ TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
 // pinned rows, and 1..12 queries (groups of up to 8 in the AVX-512 kernel).
 TEST(FastOps, AttentionBlockIsPerTokenAttentionOnEveryIsa) {
   std::mt19937 rng(11);
-  for (uint32_t hd : {24u, 64u, 72u})
-    for (uint32_t n_q : {1u, 2u, 3u})
-      for (uint32_t tokens = 1; tokens <= AttentionBlock::kMaxTokens; ++tokens) {
-        const uint32_t stride = 300;
-        auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
-        // Union: pinned rows [0, 3), then the ring from row 50 to 299 and on from row 3.
-        AttentionBlock b;
-        b.runs.Add(0, 3);
-        b.runs.Add(50, 250);
-        b.runs.Add(3, 40);
-        b.tokens = tokens;
-        for (uint32_t t = 0; t < tokens; ++t) {
-          b.head[t] = 3;
-          b.from[t] = 3 + 7 * t;
-          b.to[t] = 293 - 5 * (tokens - 1 - t);
+  for (ActPrecision query : {ActPrecision::kInt8, ActPrecision::kInt8x2})
+    for (uint32_t hd : {24u, 30u, 64u, 72u})
+      for (uint32_t n_q : {1u, 2u, 3u})
+        for (uint32_t tokens = 1; tokens <= AttentionBlock::kMaxTokens; ++tokens) {
+          const uint32_t stride = 300;
+          auto [kt, v, ks, vs] = RandomKv(hd, stride, rng);
+          // Union: pinned rows [0, 3), then the ring from row 50 to 299 and on from row 3.
+          AttentionBlock b;
+          b.runs.Add(0, 3);
+          b.runs.Add(50, 250);
+          b.runs.Add(3, 40);
+          b.tokens = tokens;
+          for (uint32_t t = 0; t < tokens; ++t) {
+            b.head[t] = 3;
+            b.from[t] = 3 + 7 * t;
+            b.to[t] = 293 - 5 * (tokens - 1 - t);
+          }
+          if (tokens > 1) b.head[0] = 2, b.from[0] = b.to[0] = 3;  // pinned rows only
+          const size_t qs = size_t(n_q) * hd + 5;
+          std::vector<float> q = RandomVector(tokens * qs, rng);
+          std::vector<float> scratch(AttendBlockScratch(stride, n_q));
+          auto block = [&] {
+            std::vector<float> out(tokens * qs, -1.f);
+            AttendInt8Block(b, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), qs,
+                            n_q, query, out.data(), qs, scratch.data());
+            return out;
+          };
+          std::vector<float> want(tokens * qs, -1.f);
+          for (uint32_t t = 0; t < tokens; ++t)
+            AttendInt8(b.TokenRuns(t), kt.data(), stride, ks.data(), v.data(), vs.data(), hd,
+                       q.data() + t * qs, n_q, query, want.data() + t * qs, scratch.data());
+          std::vector<float> got = block();
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+              << hd << " " << n_q << " " << tokens;
+          ExpectSameOnEveryIsa(block, "attention block");
         }
-        if (tokens > 1) b.head[0] = 2, b.from[0] = b.to[0] = 3;  // pinned rows only
-        const size_t qs = size_t(n_q) * hd + 5;
-        std::vector<float> q = RandomVector(tokens * qs, rng);
-        std::vector<float> scratch(AttendBlockScratch(stride, n_q));
-        auto block = [&] {
-          std::vector<float> out(tokens * qs, -1.f);
-          AttendInt8Block(b, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(), qs,
-                          n_q, out.data(), qs, scratch.data());
-          return out;
-        };
-        std::vector<float> want(tokens * qs, -1.f);
-        for (uint32_t t = 0; t < tokens; ++t)
-          AttendInt8(b.TokenRuns(t), kt.data(), stride, ks.data(), v.data(), vs.data(), hd,
-                     q.data() + t * qs, n_q, want.data() + t * qs, scratch.data());
-        std::vector<float> got = block();
-        ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
-            << hd << " " << n_q << " " << tokens;
-        ExpectSameOnEveryIsa(block, "attention block");
-      }
 }
 
 TEST(FastOps, QuantizeInt8PerVector) {
