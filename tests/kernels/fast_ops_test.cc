@@ -185,9 +185,10 @@ TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
         }
 }
 
-// The quantized query's edge cases, on every ISA and both levels: an all-zero query
-// scores every row 0 (uniform weights: the mean of the dequantized values), a query with
-// a NaN or an infinity scores NaN (so the output is NaN, never a silent number).
+// The attention's edge cases, on every ISA and both query levels: an all-zero query scores
+// every row 0 (uniform weights: the mean of the dequantized values); a query with a NaN or
+// an infinity scores NaN, and a NaN value scale makes a NaN weight (so the output is NaN,
+// never a silent number).
 TEST(FastOps, AttentionOfZeroAndNonFiniteQueries) {
   std::mt19937 rng(21);
   const uint32_t hd = 64, rows = 70, stride = rows;
@@ -221,6 +222,19 @@ TEST(FastOps, AttentionOfZeroAndNonFiniteQueries) {
       }
       ExpectSameOnEveryIsa(run, "attention edge cases");
     }
+    // A non-finite value scale poisons the weights: NaN out, not a number from the rest.
+    auto vs_bad = vs;
+    vs_bad[10] = NAN;
+    std::vector<float> q(2 * hd);
+    for (uint32_t c = 0; c < 2 * hd; ++c) q[c] = 0.1f * float(c % 5);
+    auto run = [&] {
+      std::vector<float> out(2 * hd);
+      AttendInt8(runs, kt.data(), stride, ks.data(), v.data(), vs_bad.data(), hd, q.data(), 2,
+                 query, out.data(), scratch.data());
+      return out;
+    };
+    for (float o : run()) ASSERT_TRUE(std::isnan(o));
+    ExpectSameOnEveryIsa(run, "attention with a NaN value scale");
   }
 }
 
