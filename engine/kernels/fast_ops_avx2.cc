@@ -189,65 +189,64 @@ float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1,
   return QueryScoreScale(amax, n, query);
 }
 
-// Eight bytes; n < 8 reads only n (the rest 0).
-inline __m128i LoadBytes8(const int8_t* p, uint32_t n) {
-  if (n >= 8) return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
-  int8_t b[8] = {};
-  std::memcpy(b, p, n);
-  return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b));
+// R vectors of 8 rows from r0 (cnt < 8: one partial vector): the integer dots of Q queries
+// as fma chains over float copies of the int8 keys and of each query's integer levels,
+// combined (q1, or 128 q1 + q2 with two levels), then the scores. Every product and partial
+// sum is an integer below 2^24, so each is exact and the dot is the integer one the other
+// ISAs compute: one level, |q1 k| <= 127 * 127 over at most 256 columns; two levels,
+// |(128 q1 + q2) k| <= 16383 * 127, so the chains restart every 8 columns into int32 sums.
+template <int Q, int L, int R>
+inline void ScoreBlock(const int8_t* keys_t, size_t row_stride, const float* key_scale, uint32_t hd,
+                       const float (*lv)[kSimdMaxHeadDim], const float* qk, size_t r0, uint32_t cnt,
+                       float* const* s, uint32_t idx) {
+  constexpr uint32_t kSpan = L == 2 ? 8 : kSimdMaxHeadDim;  // columns per exact chain
+  __m256 a[Q][R];
+  __m256i d[Q][R];
+  for (int i = 0; i < Q; ++i)
+    for (int v = 0; v < R; ++v) d[i][v] = _mm256_setzero_si256();
+  for (uint32_t c0 = 0; c0 < hd; c0 += kSpan) {
+    for (int i = 0; i < Q; ++i)
+      for (int v = 0; v < R; ++v) a[i][v] = _mm256_setzero_ps();
+    for (uint32_t c = c0; c < hd && c < c0 + kSpan; ++c) {
+      const int8_t* kc = keys_t + c * row_stride + r0;
+      __m256 kv[R];
+      for (int v = 0; v < R; ++v) kv[v] = cnt < 8 ? LoadI8(kc, cnt) : LoadI8(kc + 8 * v);
+      for (int i = 0; i < Q; ++i) {
+        const __m256 qi = _mm256_set1_ps(lv[i][c]);
+        for (int v = 0; v < R; ++v) a[i][v] = _mm256_fmadd_ps(qi, kv[v], a[i][v]);
+      }
+    }
+    for (int i = 0; i < Q; ++i)
+      for (int v = 0; v < R; ++v) d[i][v] = _mm256_add_epi32(d[i][v], _mm256_cvtps_epi32(a[i][v]));
+  }
+  for (int v = 0; v < R; ++v) {
+    const uint32_t n = cnt < 8 ? cnt : 8;
+    const __m256 ks = Load(key_scale + r0 + 8 * v, n);
+    for (int i = 0; i < Q; ++i)
+      Store(s[i] + idx + 8 * v, n,
+            _mm256_mul_ps(_mm256_cvtepi32_ps(d[i][v]), _mm256_mul_ps(ks, _mm256_set1_ps(qk[i]))));
+  }
 }
 
-// Key columns c and c+1 of n <= 8 rows as int16 pairs, lane j = row j (column hd reads as 0).
-inline __m256i KeyPairs(const int8_t* keys_t, size_t row_stride, uint32_t c, uint32_t hd, size_t r0,
-                        uint32_t n) {
-  const __m128i a = LoadBytes8(keys_t + c * row_stride + r0, n);
-  const __m128i b =
-      c + 1 < hd ? LoadBytes8(keys_t + (c + 1) * row_stride + r0, n) : _mm_setzero_si128();
-  return _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b));
-}
-
-// Integer scores of Q quantized queries (L levels each) over every row of `runs` into
-// s[i][union index]: lanes = rows, vpmaddwd over column pairs. A block is R vectors of 8
-// rows (the last of a run may be partial); qp[i * L + l][c / 2]: level l of query i, its
-// int8 pair (c, c+1) as two int16 in a dword.
+// Scores of Q quantized queries (L levels each, combined in lv) over every row of `runs`
+// into s[i][union index]: lanes = rows; blocks of R vectors, then the rest 8 rows or fewer
+// at a time.
 template <int Q, int L, int R>
 void Scores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-            const float* key_scale, uint32_t hd, const uint32_t (*qp)[kSimdMaxHeadDim / 2],
+            const float* key_scale, uint32_t hd, const float (*lv)[kSimdMaxHeadDim],
             const float* qk, float* const* s) {
-  constexpr int S = Q * L;
   uint32_t idx = 0;
-  for (int k = 0; k < runs.n; ++k)
-    for (uint32_t j = 0; j < runs.count[k];) {
-      const uint32_t left = runs.count[k] - j;
-      const bool whole = left >= 8 * R;  // whole blocks, then vector by vector
-      const uint32_t nv = whole ? R : 1, cnt = whole ? 8 * R : (left < 8 ? left : 8);
-      const size_t r0 = runs.start[k] + j;
-      __m256i a[S][R];
-      for (int i = 0; i < S; ++i)
-        for (int v = 0; v < R; ++v) a[i][v] = _mm256_setzero_si256();
-      for (uint32_t c = 0; c < hd; c += 2) {
-        __m256i kv[R];
-        for (uint32_t v = 0; v < nv; ++v)
-          kv[v] = KeyPairs(keys_t, row_stride, c, hd, r0 + 8 * v, cnt - 8 * v);
-        for (int i = 0; i < S; ++i) {
-          const __m256i qi = _mm256_set1_epi32(int(qp[i][c / 2]));
-          for (uint32_t v = 0; v < nv; ++v)
-            a[i][v] = _mm256_add_epi32(a[i][v], _mm256_madd_epi16(kv[v], qi));
-        }
-      }
-      for (uint32_t v = 0; v < nv; ++v) {
-        const uint32_t n = cnt - 8 * v < 8 ? cnt - 8 * v : 8;
-        const __m256 ks = Load(key_scale + r0 + 8 * v, n);
-        for (int i = 0; i < Q; ++i) {
-          __m256i d = a[i * L][v];
-          if (L == 2) d = _mm256_add_epi32(_mm256_slli_epi32(d, 7), a[i * L + 1][v]);
-          Store(s[i] + idx + 8 * v, n,
-                _mm256_mul_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(ks, _mm256_set1_ps(qk[i]))));
-        }
-      }
-      j += cnt;
+  for (int k = 0; k < runs.n; ++k) {
+    uint32_t j = 0;
+    for (; j + 8 * R <= runs.count[k]; j += 8 * R, idx += 8 * R)
+      ScoreBlock<Q, L, R>(keys_t, row_stride, key_scale, hd, lv, qk, runs.start[k] + j, 8, s, idx);
+    for (; j < runs.count[k]; j += 8) {
+      const uint32_t cnt = runs.count[k] - j < 8 ? runs.count[k] - j : 8;
+      ScoreBlock<Q, L, 1>(keys_t, row_stride, key_scale, hd, lv, qk, runs.start[k] + j, cnt, s,
+                          idx);
       idx += cnt;
     }
+  }
 }
 
 // out[i][c0, c0 + 8V) = sum over the rows query i sees (bit i of vis[union index]; vis ==
@@ -288,23 +287,20 @@ template <int Q>
 void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                  const float* key_scale, uint32_t hd, const float* const* q, ActPrecision query,
                  float* const* s) {
-  int8_t lv[2][kSimdMaxHeadDim + 2];
-  uint32_t qp[2 * Q][kSimdMaxHeadDim / 2];
+  int8_t q1[kSimdMaxHeadDim], q2[kSimdMaxHeadDim];
+  float lv[Q][kSimdMaxHeadDim];  // q1, or 128 q1 + q2 (exact in a float)
   float qk[Q];
-  const int L = query == ActPrecision::kInt8x2 ? 2 : 1;
+  const bool two = query == ActPrecision::kInt8x2;
   for (int i = 0; i < Q; ++i) {
-    qk[i] = QuantizeQueryV(q[i], hd, query, lv[0], lv[1]);
-    for (int l = 0; l < L; ++l) {
-      lv[l][hd] = 0;
-      for (uint32_t c = 0; c < hd; c += 2)
-        qp[i * L + l][c / 2] =
-            uint32_t(uint16_t(int16_t(lv[l][c]))) | uint32_t(uint16_t(int16_t(lv[l][c + 1]))) << 16;
-    }
+    qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
+    for (uint32_t c = 0; c < hd; ++c)
+      lv[i][c] = two ? float(128 * int32_t(q1[c]) + q2[c]) : float(q1[c]);
   }
-  if (L == 2)
-    Scores<Q, 2, kVectorsPerPass<2 * Q>>(runs, keys_t, row_stride, key_scale, hd, qp, qk, s);
+  // Two levels keep int32 sums beside the chains: fewer row vectors per pass.
+  if (two)
+    Scores<Q, 2, kVectorsPerPass<2 * Q>>(runs, keys_t, row_stride, key_scale, hd, lv, qk, s);
   else
-    Scores<Q, 1, kVectorsPerPass<Q>>(runs, keys_t, row_stride, key_scale, hd, qp, qk, s);
+    Scores<Q, 1, kVectorsPerPass<Q>>(runs, keys_t, row_stride, key_scale, hd, lv, qk, s);
 }
 
 template <int Q>
