@@ -1,7 +1,9 @@
 // Microbenchmark of the CQ kernels on a needle2-sized layer set (random codes): the
 // matrix-vector products of one decoded token (27 layers: q, k, v, gate, out_proj; the mHC
 // projections; 2 engram sites' key/value projections; the tied 8192-row logits) and the
-// matrix-matrix products of a prefill chunk. Not a test: run by hand.
+// matrix-matrix products of a prefill chunk; then one decoded token's attention (27 layers
+// x 4 KV heads, 2 query heads each, 256 visible rows of a 320-row int8 cache, head 64) with
+// one-level and two-level queries. Not a test: run by hand.
 //   cact-kernel-bench [--isa all|scalar|avx2|avxvnni|avx512|avx512vbmi|amx] [--threads N]
 //                     [--tokens N]
 //                     [--two-level 0|1]
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "engine/kernels/cq_kernels.h"
+#include "engine/kernels/fast_ops.h"
 #include "lib/resources.h"
 #include "tools/common/version.h"
 
@@ -175,6 +178,38 @@ int main(int argc, char** argv) {
         "prefill(%u) %8.0f tok/s  %6.1f GMAC/s\n",
         IsaName(isa), best * 1e3, 1 / best, code_bytes / best / 1e9, macs / best / 1e9, tokens,
         tokens / pbest, macs * tokens / pbest / 1e9);
+  }
+  // Attention: each KV head its own cache, so the token reads 27 x 4 heads' rows as decode does.
+  const uint32_t heads = L * 4, hd = 64, rows = 320, n_q = 2;
+  std::vector<int8_t> keys(size_t(heads) * hd * rows), values(keys.size());
+  std::vector<float> key_scale(size_t(heads) * rows), value_scale(key_scale.size());
+  for (auto& e : keys) e = int8_t(int(rng() % 255) - 127);
+  for (auto& e : values) e = int8_t(int(rng() % 255) - 127);
+  for (auto& e : key_scale) e = 0.002f + float(rng() % 1000) * 1e-5f;
+  for (auto& e : value_scale) e = 0.01f + float(rng() % 1000) * 1e-5f;
+  std::vector<float> out(n_q * hd), scratch(n_q * (rows + 16));
+  AttentionRuns runs;  // a wrapped ring: 200 rows from slot 40, then 56 from slot 0
+  runs.Add(40, 200);
+  runs.Add(0, 56);
+  for (Isa isa : isas) {
+    if (isa == Isa::kScalar || isa == Isa::kAmx) continue;  // (kAmx: the avx512vbmi ops)
+    SetActiveIsa(isa);
+    for (ActPrecision query : {ActPrecision::kInt8, ActPrecision::kInt8x2}) {
+      double best = 1e9;
+      for (int rep = 0; rep < 20; ++rep) {
+        cact::Stopwatch sw;
+        for (int it = 0; it < 10; ++it)
+          for (uint32_t h = 0; h < heads; ++h)
+            AttendInt8(runs, &keys[size_t(h) * hd * rows], rows, &key_scale[size_t(h) * rows],
+                       &values[size_t(h) * rows * hd], &value_scale[size_t(h) * rows], hd, x.data(),
+                       n_q, query, out.data(), scratch.data());
+        best = std::min(best, sw.Seconds() / 10);
+      }
+      std::printf(
+          "%-8s attention per token (%u heads x %u queries x 256 rows), %s queries: %.1f us\n",
+          IsaName(isa), heads, n_q, query == ActPrecision::kInt8 ? "one-level" : "two-level",
+          best * 1e6);
+    }
   }
   return 0;
 }
