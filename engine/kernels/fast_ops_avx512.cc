@@ -185,57 +185,41 @@ float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1,
   return QueryScoreScale(amax, n, query);
 }
 
-// Integer dots of S <= 8 query levels ("streams"), 64 rows at a time, combined per query
-// (L levels each, Q = S / L queries) into scores. vpdpbusd takes unsigned bytes, so each
-// level goes in as q + 128 and 128 * sum_c key is taken off again (exact). qb[j][c / 4]:
-// stream j's bytes c..c+3 plus 128, as one dword; stream j is level j % L of query j / L.
+// Scores of Q queries (L levels each: Q * L <= 4 "streams", stream j level j % L of query
+// j / L) for one block of cnt <= 64 rows, from the block's prepared key quads kq[c / 4]
+// (KeyQuads) and 128 * their column sums: vpdpbusd takes unsigned bytes, so each level
+// goes in as q + 128 and 128 * sum_c key is taken off again (exact). qb[j][c / 4]: stream
+// j's bytes c..c+3 plus 128, as one dword.
 template <int Q, int L>
-void IntScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-               const float* key_scale, uint32_t hd, const uint32_t (*qb)[kSimdMaxHeadDim / 4],
-               const float* qk, float* const* s) {
+inline void BlockOfScores(const __m512i (*kq)[4], const __m512i* sum128, uint32_t hd,
+                          const uint32_t (*qb)[kSimdMaxHeadDim / 4], const float* qk,
+                          const float* key_scale, uint32_t cnt, float* const* s, uint32_t idx) {
   constexpr int S = Q * L;
-  const __m512i ones = _mm512_set1_epi8(1);
-  uint32_t idx = 0;
-  for (int k = 0; k < runs.n; ++k)
-    for (uint32_t j = 0; j < runs.count[k]; j += 64) {
-      const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
-      const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
-      const size_t r0 = runs.start[k] + j;
-      __m512i acc[S][4], sum[4];
-      for (int u = 0; u < 4; ++u) {
-        sum[u] = _mm512_setzero_si512();
-        for (int i = 0; i < S; ++i) acc[i][u] = _mm512_setzero_si512();
-      }
-      for (uint32_t c = 0; c < hd; c += 4) {
-        __m512i kq[4];
-        KeyQuads(keys_t, row_stride, c, hd, r0, m, kq);
-        for (int u = 0; u < 4; ++u) sum[u] = _mm512_dpbusd_epi32(sum[u], ones, kq[u]);
-        for (int i = 0; i < S; ++i) {
-          const __m512i qv = _mm512_set1_epi32(int(qb[i][c / 4]));
-          for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_dpbusd_epi32(acc[i][u], qv, kq[u]);
-        }
-      }
-      for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
-      for (int i = 0; i < Q; ++i) {
-        __m512i d[4], rows[4];
-        for (int u = 0; u < 4; ++u) {
-          d[u] = _mm512_sub_epi32(acc[i * L][u], sum[u]);
-          if (L == 2)
-            d[u] = _mm512_add_epi32(_mm512_slli_epi32(d[u], 7),
-                                    _mm512_sub_epi32(acc[i * L + 1][u], sum[u]));
-        }
-        RowOrder(d, rows);
-        const __m512 qv = _mm512_set1_ps(qk[i]);
-        for (uint32_t g = 0; g * 16 < cnt; ++g) {
-          const uint32_t n = cnt - g * 16 < 16 ? cnt - g * 16 : 16;
-          const __mmask16 mk = __mmask16(n == 16 ? 0xFFFF : (1u << n) - 1);
-          const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, key_scale + r0 + 16 * g), qv);
-          _mm512_mask_storeu_ps(s[i] + idx + 16 * g, mk,
-                                _mm512_mul_ps(_mm512_cvtepi32_ps(rows[g]), t));
-        }
-      }
-      idx += cnt;
+  __m512i acc[S][4];
+  for (int i = 0; i < S; ++i)
+    for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_setzero_si512();
+  for (uint32_t c = 0; c < hd; c += 4)
+    for (int i = 0; i < S; ++i) {
+      const __m512i qv = _mm512_set1_epi32(int(qb[i][c / 4]));
+      for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_dpbusd_epi32(acc[i][u], qv, kq[c / 4][u]);
     }
+  for (int i = 0; i < Q; ++i) {
+    __m512i d[4], rows[4];
+    for (int u = 0; u < 4; ++u) {
+      d[u] = _mm512_sub_epi32(acc[i * L][u], sum128[u]);
+      if (L == 2)
+        d[u] = _mm512_add_epi32(_mm512_slli_epi32(d[u], 7),
+                                _mm512_sub_epi32(acc[i * L + 1][u], sum128[u]));
+    }
+    RowOrder(d, rows);
+    const __m512 qv = _mm512_set1_ps(qk[i]);
+    for (uint32_t g = 0; g * 16 < cnt; ++g) {
+      const uint32_t n = cnt - g * 16 < 16 ? cnt - g * 16 : 16;
+      const __mmask16 mk = __mmask16(n == 16 ? 0xFFFF : (1u << n) - 1);
+      const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, key_scale + 16 * g), qv);
+      _mm512_mask_storeu_ps(s[i] + idx + 16 * g, mk, _mm512_mul_ps(_mm512_cvtepi32_ps(rows[g]), t));
+    }
+  }
 }
 
 // Scores of Q queries over every row of `runs` into s[j][union index] (hd <= 256).
@@ -259,19 +243,39 @@ void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_str
       }
     }
   }
-  // Up to 8 streams per pass: 4 queries of one level, or 2 of two.
-  auto pass = [&](auto levels) {
+  // Each 64-row block's key quads are built once, then scored 4 streams at a time (4
+  // queries of one level, or 2 of two), so a prefill block's 8 queries share them.
+  alignas(64) __m512i kq[kSimdMaxHeadDim / 4][4];
+  const __m512i ones = _mm512_set1_epi8(1);
+  auto score = [&](auto levels) {
     constexpr int kL = decltype(levels)::value, kQ = 4 / kL;
-    int i0 = 0;
-    for (; i0 + kQ <= Q; i0 += kQ)
-      IntScores<kQ, kL>(runs, keys_t, row_stride, key_scale, hd, qb + i0 * kL, qk + i0, s + i0);
-    for (; i0 < Q; ++i0)
-      IntScores<1, kL>(runs, keys_t, row_stride, key_scale, hd, qb + i0 * kL, qk + i0, s + i0);
+    uint32_t idx = 0;
+    for (int k = 0; k < runs.n; ++k)
+      for (uint32_t j = 0; j < runs.count[k]; j += 64) {
+        const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
+        const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
+        const size_t r0 = runs.start[k] + j;
+        __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                          _mm512_setzero_si512()};
+        for (uint32_t c = 0; c < hd; c += 4) {
+          KeyQuads(keys_t, row_stride, c, hd, r0, m, kq[c / 4]);
+          for (int u = 0; u < 4; ++u) sum[u] = _mm512_dpbusd_epi32(sum[u], ones, kq[c / 4][u]);
+        }
+        for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
+        int i0 = 0;
+        for (; i0 + kQ <= Q; i0 += kQ)
+          BlockOfScores<kQ, kL>(kq, sum, hd, qb + i0 * kL, qk + i0, key_scale + r0, cnt, s + i0,
+                                idx);
+        for (; i0 < Q; ++i0)
+          BlockOfScores<1, kL>(kq, sum, hd, qb + i0 * kL, qk + i0, key_scale + r0, cnt, s + i0,
+                               idx);
+        idx += cnt;
+      }
   };
   if (L == 2)
-    pass(std::integral_constant<int, 2>());
+    score(std::integral_constant<int, 2>());
   else
-    pass(std::integral_constant<int, 1>());
+    score(std::integral_constant<int, 1>());
 }
 
 // out[j] = sum over the rows j sees (bit j of vis[union index]) of w[j][row] * value, an fma
