@@ -222,60 +222,132 @@ inline void BlockOfScores(const __m512i (*kq)[4], const __m512i* sum128, uint32_
   }
 }
 
-// Scores of Q queries over every row of `runs` into s[j][union index] (hd <= 256).
+// VNNI scores of Q queries (qb: their level streams, see BlockOfScores) over every row of
+// `runs` into s[j][union index]: each 64-row block's key quads are built once, then scored
+// 4 streams at a time (4 queries of one level, or 2 of two).
+template <int Q, int L>
+void QuadScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                const float* key_scale, uint32_t hd, const uint32_t (*qb)[kSimdMaxHeadDim / 4],
+                const float* qk, float* const* s) {
+  constexpr int kQ = 4 / L;
+  alignas(64) __m512i kq[kSimdMaxHeadDim / 4][4];
+  const __m512i ones = _mm512_set1_epi8(1);
+  uint32_t idx = 0;
+  for (int k = 0; k < runs.n; ++k)
+    for (uint32_t j = 0; j < runs.count[k]; j += 64) {
+      const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
+      const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
+      const size_t r0 = runs.start[k] + j;
+      __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
+                        _mm512_setzero_si512()};
+      for (uint32_t c = 0; c < hd; c += 4) {
+        KeyQuads(keys_t, row_stride, c, hd, r0, m, kq[c / 4]);
+        for (int u = 0; u < 4; ++u) sum[u] = _mm512_dpbusd_epi32(sum[u], ones, kq[c / 4][u]);
+      }
+      for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
+      int i0 = 0;
+      for (; i0 + kQ <= Q; i0 += kQ)
+        BlockOfScores<kQ, L>(kq, sum, hd, qb + i0 * L, qk + i0, key_scale + r0, cnt, s + i0, idx);
+      for (; i0 < Q; ++i0)
+        BlockOfScores<1, L>(kq, sum, hd, qb + i0 * L, qk + i0, key_scale + r0, cnt, s + i0, idx);
+      idx += cnt;
+    }
+}
+
+// The same integer scores for many queries (prefill blocks), 32 rows at a time, as fma
+// chains over float copies of the int8 keys and of each query's levels combined (q1, or
+// 128 q1 + q2): every product and partial sum is an integer below 2^24, so each chain is
+// exact (one level: |q1 k| <= 127 * 127 over at most 256 columns; two levels:
+// |(128 q1 + q2) k| <= 16383 * 127, so the chains restart every 8 columns into int32
+// sums). Each converted key vector feeds all Q queries, where the VNNI path would need a
+// pass per 4 level streams.
+template <int Q, int L>
+void ChainScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
+                 const float* key_scale, uint32_t hd, const float (*lv)[kSimdMaxHeadDim],
+                 const float* qk, float* const* s) {
+  constexpr uint32_t kSpan = L == 2 ? 8 : kSimdMaxHeadDim;
+  uint32_t idx = 0;
+  for (int k = 0; k < runs.n; ++k)
+    for (uint32_t j = 0; j < runs.count[k]; j += 32) {  // two vectors of 16 rows
+      const uint32_t cnt = runs.count[k] - j < 32 ? runs.count[k] - j : 32;
+      const __mmask16 m0 = __mmask16(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1);
+      const __mmask16 m1 = __mmask16(cnt >= 32 ? 0xFFFF : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0);
+      const size_t r0 = runs.start[k] + j;
+      __m512 a[Q], b[Q];
+      alignas(64) int32_t d[Q][32] = {};  // the int32 sums of the restarted chains
+      for (uint32_t c0 = 0; c0 < hd; c0 += kSpan) {
+        for (int i = 0; i < Q; ++i) a[i] = b[i] = _mm512_setzero_ps();
+        for (uint32_t c = c0; c < hd && c < c0 + kSpan; ++c) {
+          const int8_t* kc = keys_t + c * row_stride + r0;
+          const __m512 k0 = LoadI8(kc, m0), k1 = LoadI8(kc + 16, m1);
+          for (int i = 0; i < Q; ++i) {
+            const __m512 qi = _mm512_set1_ps(lv[i][c]);
+            a[i] = _mm512_fmadd_ps(qi, k0, a[i]);
+            b[i] = _mm512_fmadd_ps(qi, k1, b[i]);
+          }
+        }
+        for (int i = 0; i < Q; ++i) {
+          _mm512_store_si512(d[i],
+                             _mm512_add_epi32(_mm512_load_si512(d[i]), _mm512_cvtps_epi32(a[i])));
+          _mm512_store_si512(
+              d[i] + 16, _mm512_add_epi32(_mm512_load_si512(d[i] + 16), _mm512_cvtps_epi32(b[i])));
+        }
+      }
+      const __m512 ks0 = _mm512_maskz_loadu_ps(m0, key_scale + r0);
+      const __m512 ks1 = _mm512_maskz_loadu_ps(m1, key_scale + r0 + 16);
+      for (int i = 0; i < Q; ++i) {
+        const __m512 qv = _mm512_set1_ps(qk[i]);
+        _mm512_mask_storeu_ps(
+            s[i] + idx, m0,
+            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(d[i])), _mm512_mul_ps(ks0, qv)));
+        _mm512_mask_storeu_ps(s[i] + idx + 16, m1,
+                              _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(d[i] + 16)),
+                                            _mm512_mul_ps(ks1, qv)));
+      }
+      idx += cnt;
+    }
+}
+
+// Scores of Q queries over every row of `runs` into s[j][union index] (hd <= 256): VNNI
+// for a token's heads (decode), fma chains for a prefill block's many queries.
 template <int Q>
 void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                  const float* key_scale, uint32_t hd, const float* const* q, ActPrecision query,
                  float* const* s) {
-  constexpr int kLevels = 2;  // room for both levels of each query
-  alignas(64) int8_t lv[kLevels][kSimdMaxHeadDim + 4];
-  uint32_t qb[Q * kLevels][kSimdMaxHeadDim / 4];
+  alignas(64) int8_t q1[kSimdMaxHeadDim + 4], q2[kSimdMaxHeadDim + 4];
   float qk[Q];
-  const int L = query == ActPrecision::kInt8x2 ? 2 : 1;
-  for (int i = 0; i < Q; ++i) {
-    qk[i] = QuantizeQueryV(q[i], hd, query, lv[0], lv[1]);
-    for (int l = 0; l < L; ++l) {
-      std::memset(lv[l] + hd, 0, 4);
-      for (uint32_t c = 0; c < hd; c += 4) {
-        uint32_t w = 0;
-        for (uint32_t e = 0; e < 4; ++e) w |= uint32_t(uint8_t(lv[l][c + e] + 128)) << (8 * e);
-        qb[i * L + l][c / 4] = w;
-      }
-    }
-  }
-  // Each 64-row block's key quads are built once, then scored 4 streams at a time (4
-  // queries of one level, or 2 of two), so a prefill block's 8 queries share them.
-  alignas(64) __m512i kq[kSimdMaxHeadDim / 4][4];
-  const __m512i ones = _mm512_set1_epi8(1);
-  auto score = [&](auto levels) {
-    constexpr int kL = decltype(levels)::value, kQ = 4 / kL;
-    uint32_t idx = 0;
-    for (int k = 0; k < runs.n; ++k)
-      for (uint32_t j = 0; j < runs.count[k]; j += 64) {
-        const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
-        const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
-        const size_t r0 = runs.start[k] + j;
-        __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                          _mm512_setzero_si512()};
+  const bool two = query == ActPrecision::kInt8x2;
+  if constexpr (Q <= 2) {
+    uint32_t qb[2 * Q][kSimdMaxHeadDim / 4];
+    const int L = two ? 2 : 1;
+    for (int i = 0; i < Q; ++i) {
+      qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
+      std::memset(q1 + hd, 0, 4);
+      std::memset(q2 + hd, 0, 4);
+      for (int l = 0; l < L; ++l)
         for (uint32_t c = 0; c < hd; c += 4) {
-          KeyQuads(keys_t, row_stride, c, hd, r0, m, kq[c / 4]);
-          for (int u = 0; u < 4; ++u) sum[u] = _mm512_dpbusd_epi32(sum[u], ones, kq[c / 4][u]);
+          const int8_t* lv = l == 0 ? q1 : q2;
+          uint32_t w = 0;
+          for (uint32_t e = 0; e < 4; ++e) w |= uint32_t(uint8_t(lv[c + e] + 128)) << (8 * e);
+          qb[i * L + l][c / 4] = w;
         }
-        for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
-        int i0 = 0;
-        for (; i0 + kQ <= Q; i0 += kQ)
-          BlockOfScores<kQ, kL>(kq, sum, hd, qb + i0 * kL, qk + i0, key_scale + r0, cnt, s + i0,
-                                idx);
-        for (; i0 < Q; ++i0)
-          BlockOfScores<1, kL>(kq, sum, hd, qb + i0 * kL, qk + i0, key_scale + r0, cnt, s + i0,
-                               idx);
-        idx += cnt;
-      }
-  };
-  if (L == 2)
-    score(std::integral_constant<int, 2>());
-  else
-    score(std::integral_constant<int, 1>());
+    }
+    if (two)
+      QuadScores<Q, 2>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
+    else
+      QuadScores<Q, 1>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
+  } else {
+    float lv[Q][kSimdMaxHeadDim];
+    for (int i = 0; i < Q; ++i) {
+      qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
+      for (uint32_t c = 0; c < hd; ++c)
+        lv[i][c] = two ? float(128 * int32_t(q1[c]) + q2[c]) : float(q1[c]);
+    }
+    if (two)
+      ChainScores<Q, 2>(runs, keys_t, row_stride, key_scale, hd, lv, qk, s);
+    else
+      ChainScores<Q, 1>(runs, keys_t, row_stride, key_scale, hd, lv, qk, s);
+  }
 }
 
 // out[j] = sum over the rows j sees (bit j of vis[union index]) of w[j][row] * value, an fma
