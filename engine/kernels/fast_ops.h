@@ -48,11 +48,12 @@ struct AttentionRuns {
 //   keys_t: int8 keys transposed, element (c, r) at keys_t[c * row_stride + r];
 //   values: int8 values, row r at values[r * head_dim]; key_scale/value_scale per row r.
 // For each query head i (q + i * head_dim), over the rows of `runs` in order:
-//   the query quantized as the products' activations are (ActPrecision, cq_kernels.h):
-//         amax = max_c |q_i[c]|, p = q_i[c] * (127 / amax), q1 = clamp(nearbyint(p), +-127),
-//         with kInt8x2 also q2 = clamp(nearbyint((p - q1) * 128), +-127);
+//   the query in int8 levels like the products' activations (ActPrecision, cq_kernels.h;
+//         no rotation): amax = max_c |q_i[c]|, p = q_i[c] * (127 / amax),
+//         q1 = clamp(nearbyint(p), +-127), with kInt8x2 also
+//         q2 = clamp(nearbyint((p - q1) * 128), +-127);
 //   D_r = sum_c q1[c] key_r[c] (kInt8), or 128 * that + sum_c q2[c] key_r[c] (kInt8x2): an
-//         exact int32 (VNNI where there is one), so every ISA gives the same bits;
+//         exact integer however it is summed, so every ISA gives the same bits;
 //   s_r = float(D_r) * (key_scale[r] * qk), qk = (amax / 127) * (1 / sqrt(head_dim)), times
 //         1/128 with kInt8x2 (an all-zero query scores 0; a NaN or inf in it, NaN);
 //   p_r = Exp(s_r - max_r s_r); sum = sum_r p_r (16 strided partial sums, then a fixed tree);
