@@ -107,7 +107,8 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
           d1 += int32_t(q1[c]) * keys_t[c * row_stride + r];
           d2 += int32_t(q2[c]) * keys_t[c * row_stride + r];
         }
-        s[idx++] = float(two ? d1 * 128 + d2 : d1) * (key_scale[r] * qk);
+        // (int64: head dimensions past the SIMD kernels' 256 could overflow 128 * d1)
+        s[idx++] = float(two ? int64_t(d1) * 128 + d2 : int64_t(d1)) * (key_scale[r] * qk);
       }
     float m = s[0];
     for (uint32_t t = 1; t < total; ++t) m = s[t] > m ? s[t] : m;
