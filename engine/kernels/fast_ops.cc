@@ -56,33 +56,33 @@ float QueryScoreScale(float amax, uint32_t hd, ActPrecision query) {
 
 namespace {
 
-// max |x[i]|; *finite: no x[i] is a NaN or an infinity.
-float AbsMaxScalar(const float* x, uint32_t n, bool* finite) {
+// The int8 levels of x (fast_ops.h, QuantizeInt8): q1 = clamp(nearbyint(x * (127 / amax)),
+// +-127), and when q2 is given the residual level in 1/128 steps. Returns amax = max |x[i]|,
+// or NaN if some x[i] is a NaN or an infinity; both then, and for an all-zero x, give zero
+// levels.
+float LevelsScalar(const float* x, uint32_t n, int8_t* q1, int8_t* q2) {
   float amax = 0.f;
-  *finite = true;
+  bool finite = true;
   for (uint32_t i = 0; i < n; ++i) {
     const float a = std::fabs(x[i]);
-    if (!(a <= std::numeric_limits<float>::max())) *finite = false;
+    if (!(a <= std::numeric_limits<float>::max())) finite = false;
     amax = a > amax ? a : amax;
   }
-  return amax;
-}
-
-float QuantizeQueryScalar(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
-  bool finite;
-  const float amax = AbsMaxScalar(x, n, &finite);
-  for (uint32_t i = 0; i < n; ++i) q1[i] = q2[i] = 0;
-  if (!finite) return QueryScoreScale(std::numeric_limits<float>::infinity(), n, query);
-  if (amax == 0.f) return 0.f;
+  if (!finite || amax == 0.f) {
+    for (uint32_t i = 0; i < n; ++i) {
+      q1[i] = 0;
+      if (q2) q2[i] = 0;
+    }
+    return finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+  }
   const float inv = 127.f / amax;
-  const bool two = query == ActPrecision::kInt8x2;
   for (uint32_t i = 0; i < n; ++i) {
     const float p = x[i] * inv;
     const float a = std::min(127.f, std::max(-127.f, std::nearbyint(p)));
     q1[i] = int8_t(a);
-    if (two) q2[i] = int8_t(std::min(127.f, std::max(-127.f, std::nearbyint((p - a) * 128.f))));
+    if (q2) q2[i] = int8_t(std::min(127.f, std::max(-127.f, std::nearbyint((p - a) * 128.f))));
   }
-  return QueryScoreScale(amax, n, query);
+  return amax;
 }
 
 void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
@@ -97,7 +97,8 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
     float* oi = out + size_t(i) * hd;
     for (uint32_t c = 0; c < hd; ++c) oi[c] = 0.f;
     if (total == 0) continue;
-    const float qk = QuantizeQueryScalar(q + size_t(i) * hd, hd, query, q1.data(), q2.data());
+    const float qk = QueryScoreScale(
+        LevelsScalar(q + size_t(i) * hd, hd, q1.data(), two ? q2.data() : nullptr), hd, query);
     uint32_t idx = 0;
     for (int k = 0; k < runs.n; ++k)
       for (uint32_t j = 0; j < runs.count[k]; ++j) {
@@ -105,7 +106,7 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
         int32_t d1 = 0, d2 = 0;
         for (uint32_t c = 0; c < hd; ++c) {
           d1 += int32_t(q1[c]) * keys_t[c * row_stride + r];
-          d2 += int32_t(q2[c]) * keys_t[c * row_stride + r];
+          if (two) d2 += int32_t(q2[c]) * keys_t[c * row_stride + r];
         }
         // (int64: head dimensions past the SIMD kernels' 256 could overflow 128 * d1)
         s[idx++] = float(two ? int64_t(d1) * 128 + d2 : int64_t(d1)) * (key_scale[r] * qk);
@@ -141,17 +142,7 @@ void AttendBlockScalar(const AttentionBlock& block, const int8_t* keys_t, size_t
 }
 
 void QuantizeScalar(const float* x, uint32_t n, int8_t* q, float* scale) {
-  bool finite;
-  const float amax = AbsMaxScalar(x, n, &finite);
-  if (!finite || amax == 0.f) {
-    for (uint32_t i = 0; i < n; ++i) q[i] = 0;
-    *scale = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  const float inv = 127.f / amax;
-  for (uint32_t i = 0; i < n; ++i)
-    q[i] = int8_t(std::min(127.f, std::max(-127.f, std::nearbyint(x[i] * inv))));
-  *scale = amax / 127.f;
+  *scale = LevelsScalar(x, n, q, nullptr) / 127.f;  // (NaN stays NaN, 0 stays 0)
 }
 
 void MixScalar(const float* P, const float* X, const float* h, const float* x, const float* u,

@@ -147,8 +147,10 @@ inline float SoftmaxInPlace(float* s, uint32_t total) {
   return 1.f / _mm256_cvtss_f32(p);
 }
 
-// max |x[i]|; *bad: some x[i] is a NaN or an infinity.
-inline float AbsMax(const float* x, uint32_t n, bool* bad) {
+// The int8 levels of x (fast_ops.h): q1 = clamp(nearbyint(x * (127 / amax)), +-127), and
+// when q2 is given the residual level in 1/128 steps. Returns amax = max |x[i]|, or NaN if
+// some x[i] is a NaN or an infinity; both then, and for an all-zero x, give zero levels.
+float Levels(const float* x, uint32_t n, int8_t* q1, int8_t* q2) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   __m256 m = _mm256_setzero_ps(), nonfinite = _mm256_setzero_ps();
   for (uint32_t i = 0; i < n; i += 8) {
@@ -156,21 +158,15 @@ inline float AbsMax(const float* x, uint32_t n, bool* bad) {
     nonfinite = _mm256_or_ps(nonfinite, _mm256_cmp_ps(a, _mm256_set1_ps(FLT_MAX), _CMP_NLE_UQ));
     m = _mm256_max_ps(a, m);  // a NaN never wins
   }
-  *bad = _mm256_movemask_ps(nonfinite) != 0;
-  return ReduceMax(m);
-}
-
-// The query's int8 levels (fast_ops.h): q1, and q2 with kInt8x2 (else zeros); returns qk.
-float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
-  bool bad;
-  const float amax = AbsMax(x, n, &bad);
-  std::memset(q1, 0, n);
-  std::memset(q2, 0, n);
-  if (bad) return QueryScoreScale(std::numeric_limits<float>::infinity(), n, query);
-  if (amax == 0.f) return 0.f;
+  const float amax = ReduceMax(m);
+  const bool bad = _mm256_movemask_ps(nonfinite) != 0;
+  if (bad || amax == 0.f) {
+    std::memset(q1, 0, n);
+    if (q2) std::memset(q2, 0, n);
+    return bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+  }
   const __m256 inv = _mm256_set1_ps(127.f / amax);
   const __m256 lo = _mm256_set1_ps(-127.f), hi = _mm256_set1_ps(127.f);
-  const bool two = query == ActPrecision::kInt8x2;
   for (uint32_t i = 0; i < n; i += 8) {
     const uint32_t cnt = n - i < 8 ? n - i : 8;
     const __m256 p = _mm256_mul_ps(Load(x + i, cnt), inv);
@@ -179,14 +175,19 @@ float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1,
     alignas(32) int32_t b[8];
     _mm256_store_si256(reinterpret_cast<__m256i*>(b), _mm256_cvtps_epi32(a));
     for (uint32_t e = 0; e < cnt; ++e) q1[i + e] = int8_t(b[e]);
-    if (!two) continue;
+    if (!q2) continue;
     const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_sub_ps(p, a), _mm256_set1_ps(128.f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm256_store_si256(reinterpret_cast<__m256i*>(b),
                        _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi)));
     for (uint32_t e = 0; e < cnt; ++e) q2[i + e] = int8_t(b[e]);
   }
-  return QueryScoreScale(amax, n, query);
+  return amax;
+}
+
+// The query's levels: q1, and q2 with kInt8x2 (else q2 is not written); returns qk.
+float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
+  return QueryScoreScale(Levels(x, n, q1, query == ActPrecision::kInt8x2 ? q2 : nullptr), n, query);
 }
 
 // R vectors of 8 rows from r0 (cnt < 8: one partial vector): the integer dots of Q queries
@@ -358,26 +359,7 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
 }
 
 void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
-  bool bad;
-  const float amax = AbsMax(x, n, &bad);
-  if (bad || amax == 0.f) {
-    std::memset(q, 0, n);
-    *scale = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
-    return;
-  }
-  const __m256 inv = _mm256_set1_ps(127.f / amax);
-  const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
-  for (uint32_t i = 0; i < n; i += 8) {
-    const uint32_t cnt = n - i < 8 ? n - i : 8;
-    __m256i r = _mm256_cvtps_epi32(_mm256_mul_ps(Load(x + i, cnt), inv));  // nearest even
-    r = _mm256_min_epi32(_mm256_max_epi32(r, lo), hi);
-    const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-    const __m128i b = _mm_packs_epi16(w, w);  // in range: no saturation
-    int8_t tmp[16];
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(tmp), b);
-    std::memcpy(q + i, tmp, cnt);
-  }
-  *scale = amax / 127.f;
+  *scale = Levels(x, n, q, nullptr) / 127.f;  // (NaN stays NaN, 0 stays 0)
 }
 
 void MixV(const float* P, const float* X, const float* h, const float* x, const float* u,

@@ -141,8 +141,10 @@ inline void RowOrder(const __m512i k[4], __m512i out[4]) {
   out[3] = _mm512_shuffle_i32x4(t1, t3, 0xDD);
 }
 
-// max |x[i]|; *bad: some x[i] is a NaN or an infinity.
-inline float AbsMax(const float* x, uint32_t n, bool* bad) {
+// The int8 levels of x (fast_ops.h): q1 = clamp(nearbyint(x * (127 / amax)), +-127), and
+// when q2 is given the residual level in 1/128 steps. Returns amax = max |x[i]|, or NaN if
+// some x[i] is a NaN or an infinity; both then, and for an all-zero x, give zero levels.
+float Levels(const float* x, uint32_t n, int8_t* q1, int8_t* q2) {
   const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
   __m512 m = _mm512_setzero_ps();
   __mmask16 nonfinite = 0;
@@ -153,21 +155,14 @@ inline float AbsMax(const float* x, uint32_t n, bool* bad) {
     nonfinite |= _mm512_cmp_ps_mask(a, _mm512_set1_ps(FLT_MAX), _CMP_NLE_UQ);
     m = _mm512_max_ps(a, m);  // a NaN never wins
   }
-  *bad = nonfinite != 0;
-  return _mm512_reduce_max_ps(m);
-}
-
-// The query's int8 levels (fast_ops.h): q1, and q2 with kInt8x2 (else zeros); returns qk.
-float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
-  bool bad;
-  const float amax = AbsMax(x, n, &bad);
-  std::memset(q1, 0, n);
-  std::memset(q2, 0, n);
-  if (bad) return QueryScoreScale(std::numeric_limits<float>::infinity(), n, query);
-  if (amax == 0.f) return 0.f;
+  const float amax = _mm512_reduce_max_ps(m);
+  if (nonfinite || amax == 0.f) {
+    std::memset(q1, 0, n);
+    if (q2) std::memset(q2, 0, n);
+    return nonfinite ? std::numeric_limits<float>::quiet_NaN() : 0.f;
+  }
   const __m512 inv = _mm512_set1_ps(127.f / amax);
   const __m512 lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
-  const bool two = query == ActPrecision::kInt8x2;
   for (uint32_t i = 0; i < n; i += 16) {
     const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
     const __m512 p = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv);
@@ -175,14 +170,19 @@ float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1,
         _mm512_max_ps(_mm512_roundscale_ps(p, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), lo),
         hi);
     _mm_mask_storeu_epi8(q1 + i, k, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(a)));
-    if (!two) continue;
+    if (!q2) continue;
     const __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(p, a), _mm512_set1_ps(128.f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_mask_storeu_epi8(
         q2 + i, k,
         _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(r, lo), hi))));
   }
-  return QueryScoreScale(amax, n, query);
+  return amax;
+}
+
+// The query's levels: q1, and q2 with kInt8x2 (else q2 is not written); returns qk.
+float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1, int8_t* q2) {
+  return QueryScoreScale(Levels(x, n, q1, query == ActPrecision::kInt8x2 ? q2 : nullptr), n, query);
 }
 
 // Scores of Q queries (L levels each: Q * L <= 4 "streams", stream j level j % L of query
@@ -483,22 +483,7 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
 }
 
 void QuantizeV(const float* x, uint32_t n, int8_t* q, float* scale) {
-  bool bad;
-  const float amax = AbsMax(x, n, &bad);
-  if (bad || amax == 0.f) {
-    for (uint32_t i = 0; i < n; ++i) q[i] = 0;
-    *scale = bad ? std::numeric_limits<float>::quiet_NaN() : 0.f;
-    return;
-  }
-  const __m512 inv = _mm512_set1_ps(127.f / amax);
-  const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
-  for (uint32_t i = 0; i < n; i += 16) {
-    const __mmask16 k = __mmask16(n - i < 16 ? (1u << (n - i)) - 1 : 0xFFFF);
-    __m512i r = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), inv));
-    r = _mm512_min_epi32(_mm512_max_epi32(r, lo), hi);
-    _mm_mask_storeu_epi8(q + i, k, _mm512_cvtepi32_epi8(r));
-  }
-  *scale = amax / 127.f;
+  *scale = Levels(x, n, q, nullptr) / 127.f;  // (NaN stays NaN, 0 stays 0)
 }
 
 void MixV(const float* P, const float* X, const float* h, const float* x, const float* u,
