@@ -222,6 +222,10 @@ void AttendInt8(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stri
                 const float* key_scale, const int8_t* values, const float* value_scale,
                 uint32_t head_dim, const float* q, uint32_t n_q, ActPrecision query, float* out,
                 float* scratch) {
+  if (runs.total() == 0) {  // no visible row: every output 0 (the ISA kernels need a row)
+    std::memset(out, 0, size_t(n_q) * head_dim * sizeof(float));
+    return;
+  }
   const auto& ops = head_dim <= internal::kSimdMaxHeadDim ? Ops() : internal::ScalarFastOps();
   ops.attend(runs, keys_t, row_stride, key_scale, values, value_scale, head_dim, q, n_q, query, out,
              scratch);

@@ -331,10 +331,6 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
              const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
              const float* q, uint32_t n_q, ActPrecision query, float* out, float* scratch) {
   const uint32_t total = runs.total();
-  if (total == 0) {
-    std::memset(out, 0, size_t(n_q) * hd * sizeof(float));
-    return;
-  }
   for (uint32_t i0 = 0; i0 < n_q; i0 += 8) {
     const uint32_t nq = n_q - i0 < 8 ? n_q - i0 : 8;
     WithQueries(nq, [&](auto qn) {

@@ -235,6 +235,15 @@ TEST(FastOps, AttentionOfZeroAndNonFiniteQueries) {
     };
     for (float o : run()) ASSERT_TRUE(std::isnan(o));
     ExpectSameOnEveryIsa(run, "attention with a NaN value scale");
+    // No visible row: every output 0.
+    auto none = [&] {
+      std::vector<float> out(2 * hd, -1.f);
+      AttendInt8(AttentionRuns{}, kt.data(), stride, ks.data(), v.data(), vs.data(), hd, q.data(),
+                 2, query, out.data(), scratch.data());
+      return out;
+    };
+    for (float o : none()) ASSERT_EQ(o, 0.f);
+    ExpectSameOnEveryIsa(none, "attention over no rows");
   }
 }
 
