@@ -43,6 +43,11 @@ using fast::TokenView;
 // row converted once for all of them).
 constexpr uint32_t kAttendBlock = kn::AttentionBlock::kMaxTokens;
 
+// The int8 levels of every activation the products and the attention scores quantize.
+kn::ActPrecision ActPrecisionOf(const FastForwardOptions& fast) {
+  return fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8;
+}
+
 struct FastLayer {
   FastMatrix q, k, v, gate, out;
 };
@@ -94,8 +99,7 @@ class FastForward final : public Forward {
         threads_(std::max(1, options.threads)),
         team_(uint32_t(threads_)),
         kv_(g_.num_layers, g_.num_kv_heads, g_.head_dim, options.attn, g_.max_seq_len,
-            kAttendBlock - 1,
-            fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8),
+            kAttendBlock - 1, ActPrecisionOf(fast)),
         act_(g_, kFastPrefillChunk, uint32_t(threads_), model.engram_sites().size(), kv_.rows()),
         name_(fast.two_level_activations || fast.codebook_residual ? "fast" : "fast-int8") {
     const FastForwardOptions& lo = fast;
@@ -124,8 +128,7 @@ class FastForward final : public Forward {
       engram_.push_back({FastMatrix(es.key_proj, lo), FastMatrix(es.value_proj, lo)});
 
     inputs_.resize(threads_);  // [0] serves the prefill path too
-    const kn::ActPrecision precision =
-        fast.two_level_activations ? kn::ActPrecision::kInt8x2 : kn::ActPrecision::kInt8;
+    const kn::ActPrecision precision = ActPrecisionOf(fast);
     for (Inputs& in : inputs_) {
       for (SharedInput* s : {&in.mhc, &in.attn, &in.out, &in.engram, &in.logits})
         s->SetPrecision(precision);
