@@ -50,10 +50,8 @@ absl::Status LineError(const std::string& file, size_t line, const std::string& 
 CallScore ScoreCalls(const UnorderedJson& expected, const UnorderedJson& got) {
   CallScore s;
   // UnorderedJson compares objects as maps (key order never matters) and numbers by value.
-  const UnorderedJson exp =
-      expected.is_array() ? UnorderedJson::parse(expected.dump()) : UnorderedJson::array();
-  const UnorderedJson ans =
-      got.is_array() ? UnorderedJson::parse(got.dump()) : UnorderedJson::array();
+  const UnorderedJson exp = expected.is_array() ? expected : UnorderedJson::array();
+  const UnorderedJson ans = got.is_array() ? got : UnorderedJson::array();
   s.refusal_expected = exp.empty();
   s.refused = ans.empty();
   s.exact = SameMultiset(exp, ans, [](const UnorderedJson& a, const UnorderedJson& b) {
