@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <optional>
 
 #include "engine/activations.h"
@@ -23,6 +24,7 @@
 #include "engine/needle_steps.h"
 #include "engine/ops.h"
 #include "engine/row_decode.h"
+#include "lib/huge_page_buffer.h"
 #include "lib/status.h"
 #include "quant/cq/fp16.h"
 
@@ -126,6 +128,10 @@ class FastForward final : public Forward {
     }
     for (const EngramSiteWeights& es : model.engram_sites())
       engram_.push_back({FastMatrix(es.key_proj, lo), FastMatrix(es.value_proj, lo)});
+    if (fast.code_tiles) {
+      ReleaseColdFilePages(model);  // first what no product reads, so the peak stays low
+      BuildTiles(model);
+    }
 
     inputs_.resize(threads_);  // [0] serves the prefill path too
     const kn::ActPrecision precision = ActPrecisionOf(fast);
@@ -267,24 +273,73 @@ class FastForward final : public Forward {
     SharedInput mhc, attn, out, engram, logits;
   };
 
-  // Per token this path reads only the CQ records of its products through the mapping
-  // (engram table rows with pread, everything else copied at load): the rest of the file
-  // leaves the resident set and cannot be mapped along with them (FileBytes).
-  static void ReleaseColdFilePages(const Model& model) {
-    std::vector<std::span<const uint8_t>> hot;
-    auto add = [&](const MatrixView& v) {
-      if (v.is_cq()) hot.push_back(v.blob);
-    };
-    add(model.embedding());
-    for (const LayerWeights& lw : model.layers())
-      for (const MatrixView* v : {&lw.q_proj, &lw.k_proj, &lw.v_proj, &lw.gate_proj, &lw.out_proj})
-        add(*v);
-    for (const MatrixView* v : {&model.mhc().phi_pre, &model.mhc().phi_post, &model.mhc().phi_res})
-      add(*v);
-    for (const EngramSiteWeights& es : model.engram_sites()) {
-      add(es.key_proj);
-      add(es.value_proj);
+  // The matrices whose products run, each with the file records its kernels read without
+  // tiles (an mHC stack reads rows of the three phi records).
+  struct MultipliedMatrix {
+    FastMatrix* matrix;
+    std::vector<const MatrixView*> records;
+  };
+  std::vector<MultipliedMatrix> MultipliedMatrices(const Model& model) {
+    std::vector<MultipliedMatrix> out = {{&embedding_, {&model.embedding()}}};
+    for (size_t l = 0; l < layers_.size(); ++l) {
+      const LayerWeights& lw = model.layers()[l];
+      FastLayer& fl = layers_[l];
+      out.push_back({&fl.q, {&lw.q_proj}});
+      out.push_back({&fl.k, {&lw.k_proj}});
+      out.push_back({&fl.v, {&lw.v_proj}});
+      out.push_back({&fl.gate, {&lw.gate_proj}});
+      out.push_back({&fl.out, {&lw.out_proj}});
     }
+    const MhcWeights& mhc = model.mhc();
+    if (mhc_stack_.empty()) {
+      out.push_back({&phi_pre_, {&mhc.phi_pre}});
+      out.push_back({&phi_post_, {&mhc.phi_post}});
+      out.push_back({&phi_res_, {&mhc.phi_res}});
+    }
+    for (FastMatrix& stack : mhc_stack_)
+      out.push_back({&stack, {&mhc.phi_pre, &mhc.phi_post, &mhc.phi_res}});
+    for (size_t s = 0; s < engram_.size(); ++s) {
+      out.push_back({&engram_[s].key, {&model.engram_sites()[s].key_proj}});
+      out.push_back({&engram_[s].value, {&model.engram_sites()[s].value_proj}});
+    }
+    return out;
+  }
+
+  // The tiles of every product whose kernels read them, in one huge-page buffer (a few
+  // faults to fill, a few TLB entries to stream per token). They replace the file's codes
+  // matrix by matrix, so the copies never add up to a second model in the resident set.
+  void BuildTiles(const Model& model) {
+    const std::vector<MultipliedMatrix> mms = MultipliedMatrices(model);
+    uint64_t total = 0;
+    for (const MultipliedMatrix& mm : mms) total += mm.matrix->TileBytesIfRead();
+    if (total == 0) return;
+    std::shared_ptr<uint8_t> buffer = AllocateHugePageBuffer(total);
+    if (!buffer) return;  // the products read the file's rows instead
+    // A record leaves the resident set once the last matrix reading it has its tiles.
+    std::map<const MatrixView*, int> readers;
+    for (const MultipliedMatrix& mm : mms)
+      for (const MatrixView* record : mm.records) ++readers[record];
+    uint64_t offset = 0;
+    for (const MultipliedMatrix& mm : mms) {
+      const uint64_t bytes = mm.matrix->TileBytesIfRead();
+      if (bytes == 0) continue;
+      mm.matrix->BuildTiles(buffer.get() + offset, buffer);
+      offset += bytes;
+      for (const MatrixView* record : mm.records)
+        if (--readers[record] == 0) model.file().bytes().ReleasePages(record->blob);
+    }
+  }
+
+  // Per token this path reads through the mapping only the CQ records of its products
+  // without tiles (engram table rows with pread, the embedding's rows on demand, everything
+  // else copied at load): the rest of the file leaves the resident set and cannot be mapped
+  // along with them (FileBytes).
+  void ReleaseColdFilePages(const Model& model) {
+    std::vector<std::span<const uint8_t>> hot;
+    for (const MultipliedMatrix& mm : MultipliedMatrices(model))
+      if (!mm.matrix->has_tiles())
+        for (const MatrixView* record : mm.records)
+          if (record->is_cq()) hot.push_back(record->blob);
     model.file().bytes().ReleaseColdPages(std::move(hot));
   }
 
@@ -603,7 +658,12 @@ class FastForward final : public Forward {
   void EmbedToken(uint32_t pos, float* X) {
     const uint32_t d = g_.d_model, m = g_.mhc_lanes;
     const float scale = std::sqrt(float(d));
-    DecodeRow(m_.embedding(), uint32_t(tokens_[pos]), X);
+    // With tiles the logits no longer read the file's code pages: the row is read with
+    // pread, so a long session's tokens do not map them back in.
+    if (embedding_.has_tiles())
+      ReadAndDecodeRow(m_.file().bytes(), m_.embedding(), uint32_t(tokens_[pos]), X);
+    else
+      DecodeRow(m_.embedding(), uint32_t(tokens_[pos]), X);
     for (uint32_t c = 0; c < d; ++c) X[c] *= scale;
     for (uint32_t j = 1; j < m; ++j) std::memcpy(X + j * d, X, d * sizeof(float));
   }

@@ -36,6 +36,9 @@ struct FastForwardOptions {
   bool two_level_activations = true;    // false: plain int8 activations
   bool codebook_residual = true;        // int8 residual of 3- and 4-bit codebooks
   bool codebook_residual_2bit = false;  // also for 2-bit codebooks (more accurate, slower)
+  // Copy the codes into 16-row tiles where the kernels read them (AVX-512: ~1.4x faster
+  // products, same bits; ~10 MB that replace the file's codes in the resident set).
+  bool code_tiles = true;
 };
 
 std::unique_ptr<Forward> MakeFastForward(const Model& model, const ForwardOptions& options,

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -78,6 +79,14 @@ class FastMatrix {
   }
   uint32_t rows() const { return rows_; }
   uint32_t cols() const { return cols_; }
+  // Bytes of the 16-row tiles of a CQ matrix whose active kernels read them, else 0. Once
+  // built (at dst, inside owner's buffer), its products no longer read the file's codes
+  // (kernels::CqKernelMatrix::BuildTiles).
+  uint64_t TileBytesIfRead() const { return cq_ && kn::ReadsTiles(*cq_) ? cq_->TileBytes() : 0; }
+  void BuildTiles(uint8_t* dst, std::shared_ptr<const uint8_t> owner) {
+    if (cq_) cq_->BuildTiles(dst, std::move(owner));
+  }
+  bool has_tiles() const { return cq_ && cq_->tiles(); }
   // The activation group this matrix consumes (0: dense, reads the raw input).
   uint32_t group() const { return cq_ ? cq_->group() : 0; }
   // The permuted activation layout its kernel reads (its code width's row; 0 when dense).

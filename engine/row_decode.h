@@ -9,10 +9,12 @@
 
 namespace cact::fast {
 
-// Straight from the mapping (the embedding: the tied logits read every code page anyway).
+// Straight from the mapping (the embedding, when the tied logits read every code page
+// anyway).
 void DecodeRow(const MatrixView& v, uint32_t row, float* out);
-// Through FileBytes::ReadOut (the engram tables: a few random rows per token, which would
-// otherwise keep ~2 MB of table pages resident over a long session).
+// Through FileBytes::ReadOut (the engram tables, and the embedding when the logits read
+// its tiles: a few random rows per token, which would otherwise keep ~2 MB of pages
+// resident over a long session).
 void ReadAndDecodeRow(const FileBytes& file, const MatrixView& v, uint32_t row, float* out);
 
 }  // namespace cact::fast

@@ -120,9 +120,27 @@ void FileBytes::ReadOut(std::span<const uint8_t> range, uint8_t* out) const {
   std::memcpy(out, range.data(), range.size());  // in memory, or pread failed
 }
 
-size_t FileBytes::ReleaseColdPages(std::vector<std::span<const uint8_t>> hot) const {
+size_t FileBytes::ReleaseWholePages(uintptr_t lo, uintptr_t hi, bool random) const {
   if (!mapping_) return 0;
   const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  lo = (lo + page - 1) / page * page;
+  hi = hi / page * page;
+  if (hi <= lo) return 0;
+  void* p = reinterpret_cast<void*>(lo);
+  if ((random && madvise(p, hi - lo, MADV_RANDOM) != 0) || madvise(p, hi - lo, MADV_DONTNEED) != 0)
+    return 0;
+  return hi - lo;
+}
+
+size_t FileBytes::ReleasePages(std::span<const uint8_t> range) const {
+  const uintptr_t base = uintptr_t(data_), end = base + size_;
+  return ReleaseWholePages(std::clamp(uintptr_t(range.data()), base, end),
+                           std::clamp(uintptr_t(range.data() + range.size()), base, end),
+                           /*random=*/false);
+}
+
+size_t FileBytes::ReleaseColdPages(std::vector<std::span<const uint8_t>> hot) const {
+  if (!mapping_) return 0;
   const uintptr_t base = uintptr_t(data_), end = base + size_;
   std::sort(hot.begin(), hot.end(),
             [](const auto& a, const auto& b) { return a.data() < b.data(); });
@@ -130,12 +148,7 @@ size_t FileBytes::ReleaseColdPages(std::vector<std::span<const uint8_t>> hot) co
   // Cold run [lo, hi): whole pages strictly between hot ranges (a page holding any hot
   // byte stays hot).
   auto release = [&](uintptr_t lo, uintptr_t hi) {
-    lo = (lo + page - 1) / page * page;
-    hi = hi / page * page;
-    if (hi <= lo) return;
-    void* p = reinterpret_cast<void*>(lo);
-    if (madvise(p, hi - lo, MADV_RANDOM) != 0 || madvise(p, hi - lo, MADV_DONTNEED) != 0) return;
-    released += hi - lo;
+    released += ReleaseWholePages(lo, hi, /*random=*/true);
   };
   uintptr_t cursor = base;
   for (const auto& h : hot) {

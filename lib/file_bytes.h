@@ -45,8 +45,15 @@ class FileBytes {
   // Cold pages stay readable: a read faults them back in from the page cache. Returns the
   // cold bytes so marked (0 for in-memory bytes, or if the kernel refused the advice).
   size_t ReleaseColdPages(std::vector<std::span<const uint8_t>> hot) const;
+  // For a mapped file: the whole pages inside `range` leave the resident set now (bytes
+  // copied elsewhere), with no change of advice or regions (cheap to call often; a later
+  // ReleaseColdPages sets those). They stay readable. Returns the bytes so released.
+  size_t ReleasePages(std::span<const uint8_t> range) const;
 
  private:
+  // Releases the whole pages inside [lo, hi) of a mapped file (advised as randomly read
+  // first when `random`).
+  size_t ReleaseWholePages(uintptr_t lo, uintptr_t hi, bool random) const;
   struct Mapping;  // munmaps on destruction
   std::string path_;
   const uint8_t* data_ = nullptr;

@@ -8,6 +8,7 @@ set(CACT_LIB_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/file_identity.cc
   ${CMAKE_CURRENT_LIST_DIR}/float16.cc
   ${CMAKE_CURRENT_LIST_DIR}/heap_reserve.cc
+  ${CMAKE_CURRENT_LIST_DIR}/huge_page_buffer.cc
   ${CMAKE_CURRENT_LIST_DIR}/npy.cc
   ${CMAKE_CURRENT_LIST_DIR}/progress.cc
   ${CMAKE_CURRENT_LIST_DIR}/resources.cc

@@ -49,6 +49,11 @@ struct Codes512<2> {  // also ternary crumbs
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm2(t, l) + 256 * c + 64 * s;
   }
+  // idx[s] alone.
+  static inline __m512i Index(__m512i p, uint32_t s) {
+    const __m512i v = s ? _mm512_srli_epi16(p, int(2 * s)) : p;
+    return kVbmi ? v : _mm512_and_si512(v, _mm512_set1_epi8(3));
+  }
   static inline void Indices(__m512i p, __m512i* idx) {
     if (kVbmi) {  // the table repeats every 4 entries; vpermb ignores bits 6-7
       idx[0] = p;
@@ -74,6 +79,10 @@ struct Codes512<4> {
   }
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm4(t, l) + 128 * c + 64 * s;
+  }
+  static inline __m512i Index(__m512i p, uint32_t s) {
+    const __m512i v = s ? _mm512_srli_epi16(p, 4) : p;
+    return kVbmi ? v : _mm512_and_si512(v, _mm512_set1_epi8(15));
   }
   static inline void Indices(__m512i p, __m512i* idx) {
     if (kVbmi) {  // the table repeats every 16 entries; vpermb ignores bits 6-7
@@ -213,12 +222,30 @@ inline void Transpose16(const __m512i* in, __m512i* out) {
 }
 
 // Builds the panel of the 16 rows starting at r0: vector (c * kSub + s) * 16 + j holds
-// dword j of chunk c, run s, for the 16 rows (rows past the end repeat the last row).
+// dword j of chunk c, run s, for the 16 rows (rows past the end repeat the last row, or
+// are zero when read from the tiles; either way their results are dropped).
 template <int kBits, bool kLo>
 void BuildPanel(const CqKernelMatrix& m, uint32_t r0, __m512i lut, __m512i lut_lo, __m512i* panel,
                 __m512i* panel_lo) {
   using C = Codes512<kBits>;
   const uint64_t rb = m.row_bytes();
+  if constexpr (kBits != 3) {
+    if (m.tiles() && r0 % 16 == 0) {  // tile vector c * 16 + j is dword j of chunk c already
+      const uint64_t units = m.tile_units();
+      const __m512i* tile = reinterpret_cast<const __m512i*>(m.tiles()) + r0 / 16 * units;
+      for (uint64_t u = 0; u < units; ++u) {
+        _mm_prefetch(reinterpret_cast<const char*>(tile + u + units), _MM_HINT_T0);
+        __m512i idx[C::kSub];
+        C::Indices(_mm512_load_si512(tile + u), idx);
+        const size_t v = (u / 16 * C::kSub) * 16 + u % 16;
+        for (uint32_t s = 0; s < C::kSub; ++s) {
+          panel[v + 16 * s] = Lookup(lut, idx[s]);
+          if (kLo) panel_lo[v + 16 * s] = Lookup(lut_lo, idx[s]);
+        }
+      }
+      return;
+    }
+  }
   const uint32_t chunks = uint32_t((rb + C::kChunkBytes - 1) / C::kChunkBytes);
   const uint32_t tail = uint32_t(rb - uint64_t(chunks - 1) * C::kChunkBytes);
   for (uint32_t c = 0; c < chunks; ++c) {

@@ -220,6 +220,13 @@ inline __m512i ReduceFull(const __m512i* acc) {
 
 // ------------------------------------------------------------------ decode
 
+// Four activation bytes broadcast to every dword.
+inline __m512i Bcast4(const int8_t* p) {
+  int32_t x4;
+  std::memcpy(&x4, p, 4);
+  return _mm512_set1_epi32(x4);
+}
+
 // Exact combined group dots of 16 rows starting at r0 (rows past the end repeat the last
 // row): dots[g * 16 + i] for row r0 + i.
 template <int kBits, bool kRes, bool kLo>
@@ -317,44 +324,136 @@ BlockDotsFn PickBlockDots(const CqKernelMatrix& m, const ActivationBatch& a) {
   return PickBlockDotsBits<kBits>(a.two_level(), m.codebook().has_lo);
 }
 
+// The same dots from the 16-row tiles (CqKernelMatrix::tiles) of kBlocks consecutive
+// blocks from block b0: dots[(k * G + g) * 16 + i] for row 16 (b0 + k) + i. A tile vector
+// holds one 4-byte unit of each of the 16 rows, so the lanes of every vpdpbusd are the
+// rows: the unit's 4 activations are one broadcast dword, and nothing is reduced across
+// lanes. Two blocks share each broadcast; kSub (x kBlocks) independent chains per level.
+template <int kBits, bool kRes, bool kLo, int kBlocks>
+void TiledDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t b0,
+               int32_t* dots) {
+  using C = Codes512<kBits>;
+  constexpr bool kComb = kRes || kLo;
+  const uint32_t G = m.groups(), units_per_group = m.group() / C::kUnitCodes;
+  const uint64_t units = m.tile_units();
+  const __m512i lut = OffsetLut(m.codebook().value, m.code_bits());
+  const __m512i lut_lo = OffsetLut(m.codebook().lo, m.code_bits());
+  const __m512i* tile[kBlocks];
+  for (int k = 0; k < kBlocks; ++k)
+    tile[k] = reinterpret_cast<const __m512i*>(m.tiles()) + (uint64_t(b0) + k) * units;
+  const int8_t* act1 = C::ActBase(a, t, 0);
+  const int8_t* act2 = C::ActBase(a, t, kRes ? 1 : 0);
+  for (uint32_t g = 0; g < G; ++g) {
+    __m512i x1[kBlocks][C::kSub], x2[kBlocks][C::kSub];
+    for (int k = 0; k < kBlocks; ++k)
+      for (uint32_t s = 0; s < C::kSub; ++s) x1[k][s] = x2[k][s] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (uint32_t u = g * units_per_group; u < (g + 1) * units_per_group; ++u) {
+      const size_t off = size_t(u / 16) * C::kActChunk + 4 * (u % 16);
+      __m512i p[kBlocks];
+      for (int k = 0; k < kBlocks; ++k) {
+        _mm_prefetch(reinterpret_cast<const char*>(tile[k] + u + kBlocks * units), _MM_HINT_T0);
+        p[k] = _mm512_load_si512(tile[k] + u);
+      }
+      for (uint32_t s = 0; s < C::kSub; ++s) {
+        const __m512i a1 = Bcast4(act1 + off + 64 * s);
+        const __m512i a2 = kRes ? Bcast4(act2 + off + 64 * s) : a1;
+        for (int k = 0; k < kBlocks; ++k) {
+          const __m512i idx = C::Index(p[k], s);
+          const __m512i w = Lookup(lut, idx);
+          x1[k][s] = _mm512_dpbusd_epi32(x1[k][s], w, a1);
+          if (kRes) x2[k][s] = _mm512_dpbusd_epi32(x2[k][s], w, a2);
+          if (kLo) x2[k][s] = _mm512_dpbusd_epi32(x2[k][s], Lookup(lut_lo, idx), a1);
+        }
+      }
+    }
+    const __m512i corr = _mm512_set1_epi32(OffsetCorrection<kRes, kLo>(a, t, g));
+    for (int k = 0; k < kBlocks; ++k) {
+      __m512i v = x1[k][0], v2 = x2[k][0];
+      for (uint32_t s = 1; s < C::kSub; ++s) {
+        v = _mm512_add_epi32(v, x1[k][s]);
+        v2 = _mm512_add_epi32(v2, x2[k][s]);
+      }
+      if (kComb) v = _mm512_add_epi32(_mm512_slli_epi32(v, 7), v2);
+      _mm512_storeu_si512(dots + (size_t(k) * G + g) * 16, _mm512_sub_epi32(v, corr));
+    }
+  }
+}
+
+using TiledDotsFn = void (*)(const CqKernelMatrix&, const ActivationBatch&, uint32_t, uint32_t,
+                             int32_t*);
+template <int kBits, int kBlocks>
+TiledDotsFn PickTiledDots(const CqKernelMatrix& m, const ActivationBatch& a) {
+  if constexpr (kBits == 3) {
+    return nullptr;  // no 3-bit tiles
+  } else {
+    const bool res = a.two_level(), lo = m.codebook().has_lo;
+    if (res)
+      return lo ? TiledDots<kBits, true, true, kBlocks> : TiledDots<kBits, true, false, kBlocks>;
+    return lo ? TiledDots<kBits, false, true, kBlocks> : TiledDots<kBits, false, false, kBlocks>;
+  }
+}
+
+// Whether rows from row_begin on run from the tiles (which start on whole blocks).
+inline bool UseTiles(const CqKernelMatrix& m, uint32_t row_begin) {
+  return m.tiles() && row_begin % 16 == 0;
+}
+
 thread_local AlignedScratch tl_dots, tl_gs;
+
+// Calls fn(r0, rows, dots) for each 16-row block of [row_begin, row_end) with its exact
+// dots [G][16], from the tiles (two blocks at a time) or from the rows.
+template <int kBits, class Fn>
+void ForEachBlockDots(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
+                      uint32_t row_begin, uint32_t row_end, Fn&& fn) {
+  const uint32_t G = m.groups();
+  int32_t* dots = tl_dots.Get<int32_t>(size_t(G) * 32);
+  uint32_t r0 = row_begin;
+  if (UseTiles(m, row_begin)) {
+    const TiledDotsFn two = PickTiledDots<kBits, 2>(m, a), one = PickTiledDots<kBits, 1>(m, a);
+    for (; r0 + 16 < row_end; r0 += 32) {
+      two(m, a, t, r0 / 16, dots);
+      fn(r0, 16u, dots);
+      fn(r0 + 16, std::min(16u, row_end - r0 - 16), dots + size_t(G) * 16);
+    }
+    if (r0 < row_end) {
+      one(m, a, t, r0 / 16, dots);
+      fn(r0, row_end - r0, dots);
+    }
+    return;
+  }
+  BlockDotsFn dots_fn = PickBlockDots<kBits>(m, a);
+  for (; r0 < row_end; r0 += 16) {
+    dots_fn(m, a, t, r0, dots);
+    fn(r0, std::min(16u, row_end - r0), dots);
+  }
+}
 
 template <int kBits>
 void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, uint32_t row_begin,
             uint32_t row_end, float* y) {
-  const uint32_t G = m.groups();
-  int32_t* dots = tl_dots.Get<int32_t>(size_t(G) * 16);
-  float* gs = tl_gs.Get<float>(G);
+  float* gs = tl_gs.Get<float>(m.groups());
   GroupScales(a, t, m, gs);
-  BlockDotsFn dots_fn = PickBlockDots<kBits>(m, a);
-  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
-    dots_fn(m, a, t, r0, dots);
-    Finish(m, r0, std::min(16u, row_end - r0), dots, gs, y);
-  }
+  ForEachBlockDots<kBits>(
+      m, a, t, row_begin, row_end,
+      [&](uint32_t r0, uint32_t rows, const int32_t* dots) { Finish(m, r0, rows, dots, gs, y); });
 }
 
 template <int kBits>
 void GroupDotsAvx512(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                      uint32_t row_begin, uint32_t row_end, int32_t* dots) {
   const uint32_t G = m.groups();
-  std::vector<int32_t> block(size_t(G) * 16);
-  BlockDotsFn dots_fn = PickBlockDots<kBits>(m, a);
-  for (uint32_t r0 = row_begin; r0 < row_end; r0 += 16) {
-    dots_fn(m, a, t, r0, block.data());
-    for (uint32_t i = 0; i < 16 && r0 + i < row_end; ++i)
-      for (uint32_t g = 0; g < G; ++g) dots[size_t(r0 + i - row_begin) * G + g] = block[16 * g + i];
-  }
+  ForEachBlockDots<kBits>(m, a, t, row_begin, row_end,
+                          [&](uint32_t r0, uint32_t rows, const int32_t* block) {
+                            for (uint32_t i = 0; i < rows; ++i)
+                              for (uint32_t g = 0; g < G; ++g)
+                                dots[size_t(r0 + i - row_begin) * G + g] = block[16 * g + i];
+                          });
 }
 
 // ------------------------------------------------------------------ prefill
 
 thread_local AlignedScratch tl_panel, tl_panel_lo, tl_tdots;
-
-inline __m512i Bcast4(const int8_t* p) {
-  int32_t x4;
-  std::memcpy(&x4, p, 4);
-  return _mm512_set1_epi32(x4);
-}
 
 // kPanels 16-row panels (1 or 2) against every token of the batch, kTokens tokens at a
 // time: each panel vector is loaded once per token block, and each broadcast activation
@@ -467,7 +566,7 @@ void MatMatBits(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t rb, 
 // This ISA's products for code width kBits (its KernelTable::width entry).
 template <int kBits>
 constexpr WidthKernels Width() {
-  return {MatVec<kBits>, MatMatBits<kBits>, GroupDotsAvx512<kBits>};
+  return {MatVec<kBits>, MatMatBits<kBits>, GroupDotsAvx512<kBits>, kBits != 3};
 }
 
 }  // namespace

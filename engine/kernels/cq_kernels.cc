@@ -126,6 +126,36 @@ void CqKernelMatrix::BuildNormPanel() {
           LoadHalfBits(row_norms(r) + size_t(g) * 2);
 }
 
+uint64_t CqKernelMatrix::TileBytes() const {
+  if (code_bits_ != 2 && code_bits_ != 4) return 0;
+  return (uint64_t(out_) + 15) / 16 * tile_units() * 64;
+}
+
+bool CqKernelMatrix::BuildTiles() {
+  const uint64_t bytes = TileBytes();
+  if (bytes == 0) return false;
+  uint8_t* t = static_cast<uint8_t*>(std::aligned_alloc(64, bytes));
+  if (!t) return false;
+  std::memset(t, 0, bytes);
+  return BuildTiles(t, std::shared_ptr<const uint8_t>(
+                           t, [](const uint8_t* p) { std::free(const_cast<uint8_t*>(p)); }));
+}
+
+bool CqKernelMatrix::BuildTiles(uint8_t* dst, std::shared_ptr<const uint8_t> owner) {
+  if (TileBytes() == 0) return false;
+  const uint64_t units = tile_units();
+  for (uint32_t r0 = 0; r0 < out_; r0 += 16) {  // writes in order, reads 16 rows in step
+    const uint32_t rows = std::min(16u, out_ - r0);
+    const uint8_t* row[16];
+    for (uint32_t i = 0; i < rows; ++i) row[i] = row_codes(r0 + i);
+    uint8_t* d = dst + size_t(r0 / 16) * units * 64;
+    for (uint64_t u = 0; u < units; ++u, d += 64)
+      for (uint32_t i = 0; i < rows; ++i) std::memcpy(d + 4 * i, row[i] + 4 * u, 4);
+  }
+  tiles_ = std::shared_ptr<const uint8_t>(std::move(owner), dst);  // aliasing: owner's lifetime
+  return true;
+}
+
 namespace {
 bool SameCodebook(const Int8Codebook& a, const Int8Codebook& b) {
   return a.code_bits == b.code_bits && a.has_lo == b.has_lo && a.scale == b.scale &&
@@ -243,6 +273,10 @@ void CheckLayout(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a) {
     std::abort();
   }
 }
+
+bool ReadsTiles(Isa isa, const CqKernelMatrix& m) { return Table(isa).For(m).reads_tiles; }
+
+bool ReadsTiles(const CqKernelMatrix& m) { return ReadsTiles(ActiveIsa(), m); }
 
 void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                 uint32_t row_begin, uint32_t row_end, float* y) {

@@ -90,6 +90,23 @@ class CqKernelMatrix {
   const Int8Codebook& codebook() const { return codebook_; }
   uint64_t code_bytes() const { return row_bytes_ * out_; }
 
+  // The codes again as 16-row tiles, so a SIMD kernel reads 16 rows' codes with one load
+  // and its lanes are the rows (no per-row reduction): for block b (rows 16b .. 16b+15)
+  // and each 4-byte unit u of a row's packed codes, the 64 bytes at
+  // tiles() + (b * tile_units() + u) * 64 hold row 16b+i's bytes 4u .. 4u+3 at 4i (zero
+  // past the last row). An owned copy (code_bytes() rounded up to whole blocks), made by
+  // BuildTiles for 2- and 4-bit codes; nullptr until then. Kernels use the tiles where they
+  // read them (ReadsTiles) for row ranges starting on a multiple of 16, the rows otherwise.
+  const uint8_t* tiles() const { return tiles_.get(); }
+  uint64_t tile_units() const { return row_bytes_ / 4; }
+  // Bytes of the tiles (a multiple of 64), 0 for code widths without tiles.
+  uint64_t TileBytes() const;
+  // Builds them in an allocation of their own; false (nothing built) without tiles.
+  bool BuildTiles();
+  // Builds them at `dst` (TileBytes() bytes, 64-byte aligned, zeroed) inside a buffer that
+  // `owner` keeps alive (one buffer can hold many matrices' tiles).
+  bool BuildTiles(uint8_t* dst, std::shared_ptr<const uint8_t> owner);
+
  private:
   uint32_t out_ = 0, in_ = 0, in_pad_ = 0, group_ = 0, groups_ = 0, code_bits_ = 0;
   size_t width_index_ = 0;
@@ -98,6 +115,7 @@ class CqKernelMatrix {
   const uint8_t* norms_ = nullptr;
   std::vector<const uint8_t*> row_codes_, row_norms_;
   std::vector<uint16_t> norm_panel_;
+  std::shared_ptr<const uint8_t> tiles_;
   Int8Codebook codebook_;
 
   void BuildNormPanel();
@@ -202,6 +220,11 @@ void MatVec(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t, float
 void MatMatRows(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t row_begin,
                 uint32_t row_end, float* y, size_t y_stride);
 void MatMat(const CqKernelMatrix& m, const ActivationBatch& a, float* y, size_t y_stride);
+
+// Whether the active ISA's products read m's 16-row tiles (CqKernelMatrix::BuildTiles):
+// worth building them only then.
+bool ReadsTiles(const CqKernelMatrix& m);
+bool ReadsTiles(Isa isa, const CqKernelMatrix& m);
 
 // Explicit-ISA variants (tests and benchmarks).
 void MatVecRows(Isa isa, const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,

@@ -16,6 +16,8 @@ struct WidthKernels {
                  uint32_t row_end, float* y, size_t y_stride);
   void (*group_dots)(const CqKernelMatrix& m, const ActivationBatch& a, uint32_t t,
                      uint32_t row_begin, uint32_t row_end, int32_t* dots);
+  // They read the matrix's 16-row tiles when it has them (CqKernelMatrix::tiles).
+  bool reads_tiles = false;
 };
 
 struct KernelTable {

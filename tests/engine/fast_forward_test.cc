@@ -212,15 +212,18 @@ TEST(FastForward, IdenticalOnEveryIsaAndThreadCount) {
   for (kernels::Isa isa : {kernels::Isa::kScalar, kernels::Isa::kAvx2, kernels::Isa::kAvxVnni,
                            kernels::Isa::kAvx512, kernels::Isa::kAvx512Vbmi, kernels::Isa::kAmx}) {
     if (!kernels::SetActiveIsa(isa)) continue;
-    for (int threads : {1, 2, 3}) {
-      ForwardOptions opt;
-      opt.threads = threads;
-      auto f = MakeFastForward(model, opt);
-      std::vector<float> l = FeedAll(*f, tokens);
-      if (base.empty()) base = l;
-      EXPECT_EQ(0, std::memcmp(base.data(), l.data(), l.size() * 4))
-          << kernels::IsaName(isa) << " threads " << threads;
-    }
+    for (bool tiles : {true, false})
+      for (int threads : {1, 2, 3}) {
+        ForwardOptions opt;
+        opt.threads = threads;
+        FastForwardOptions fast;
+        fast.code_tiles = tiles;
+        auto f = MakeFastForward(model, opt, fast);
+        std::vector<float> l = FeedAll(*f, tokens);
+        if (base.empty()) base = l;
+        EXPECT_EQ(0, std::memcmp(base.data(), l.data(), l.size() * 4))
+            << kernels::IsaName(isa) << " threads " << threads << (tiles ? " tiles" : " rows");
+      }
   }
   kernels::SetActiveIsa(before);
 }

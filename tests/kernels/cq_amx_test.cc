@@ -32,6 +32,7 @@ using testing::Mode;
 using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
+using testing::RowsAndTiles;
 
 // ------------------------------------------------------------------ the emulator
 
@@ -177,8 +178,8 @@ std::vector<float> ScalarOutputs(const CqKernelMatrix& m, const ActivationBatch&
 // `matmat` over all rows, and over row ranges not starting at 0 when `cuts`: every output
 // equals the scalar one bit for bit, and nothing outside the range is written (y has a
 // guard after the last token).
-void ExpectScalarBits(const MatMatFn& matmat, const CqKernelMatrix& m, const ActivationBatch& a,
-                      const std::string& what, bool cuts) {
+void ExpectScalarBitsOf(const MatMatFn& matmat, const CqKernelMatrix& m, const ActivationBatch& a,
+                        const std::string& what, bool cuts) {
   const uint32_t out = m.out(), T = a.tokens();
   const size_t n = size_t(T) * out, guard = 32;
   const std::vector<float> ref = ScalarOutputs(m, a);
@@ -187,7 +188,7 @@ void ExpectScalarBits(const MatMatFn& matmat, const CqKernelMatrix& m, const Act
   ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << what;
   for (size_t i = n; i < y.size(); ++i) ASSERT_TRUE(std::isnan(y[i])) << what << " guard";
   if (!cuts) return;
-  for (uint32_t cut : {1u, 15u, 17u}) {
+  for (uint32_t cut : {1u, 15u, 16u, 17u}) {
     if (cut >= out) continue;
     std::fill(y.begin(), y.end(), NAN);
     matmat(m, a, cut, out, y.data(), out);
@@ -196,6 +197,15 @@ void ExpectScalarBits(const MatMatFn& matmat, const CqKernelMatrix& m, const Act
     matmat(m, a, 0, cut, y.data(), out);
     ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), n * 4)) << what << " cut " << cut;
     for (size_t i = n; i < y.size(); ++i) ASSERT_TRUE(std::isnan(y[i])) << what << " guard";
+  }
+}
+
+// From the rows, and from the tiles where the width has them.
+void ExpectScalarBits(const MatMatFn& matmat, const CqKernelMatrix& m, const ActivationBatch& a,
+                      const std::string& what, bool cuts) {
+  for (const CqKernelMatrix* tm : RowsAndTiles(m)) {
+    ExpectScalarBitsOf(matmat, *tm, a, what + (tm->tiles() ? " tiles" : ""), cuts);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 

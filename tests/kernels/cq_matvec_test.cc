@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "engine/kernels/cq_kernels.h"
 #include "kernel_test_util.h"
@@ -25,6 +26,7 @@ using testing::ModeName;
 using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
+using testing::RowsAndTiles;
 using testing::SupportedIsas;
 
 // Shapes with tails: rows not a multiple of 16 or 8, inputs not a multiple of the group or
@@ -79,12 +81,21 @@ TEST(CqKernels, GroupDotsMatchOracleOnEveryIsa) {
             }
           std::vector<int32_t> oracle(d1.size());
           for (size_t i = 0; i < d1.size(); ++i) oracle[i] = int32_t(M * d1[i] + d2[i]);
-          for (Isa isa : SupportedIsas()) {
-            std::vector<int32_t> dots(oracle.size(), -1);
-            GroupDots(isa, c.m, a, 0, 0, d.out, dots.data());
-            ASSERT_EQ(dots, oracle) << IsaName(isa) << " " << ModeName(mode) << " bits " << bits
-                                    << " group " << group << " [" << d.out << "," << d.in << "]";
-          }
+          for (const CqKernelMatrix* m : RowsAndTiles(c.m))
+            for (Isa isa : SupportedIsas()) {
+              std::vector<int32_t> dots(oracle.size(), -1);
+              GroupDots(isa, *m, a, 0, 0, d.out, dots.data());
+              ASSERT_EQ(dots, oracle)
+                  << IsaName(isa) << " " << ModeName(mode) << " bits " << bits << " group " << group
+                  << " [" << d.out << "," << d.in << "]" << (m->tiles() ? " tiles" : "");
+              // Row ranges starting on a block and ending inside one.
+              if (d.out > 16) {
+                std::vector<int32_t> part(size_t(d.out - 16) * G, -1);
+                GroupDots(isa, *m, a, 0, 16, d.out, part.data());
+                ASSERT_TRUE(std::equal(part.begin(), part.end(), oracle.begin() + 16 * G))
+                    << IsaName(isa) << " rows from 16" << (m->tiles() ? " tiles" : "");
+              }
+            }
         }
 }
 
@@ -99,42 +110,45 @@ TEST(CqKernels, SimdFloatOutputsAreBitIdenticalToScalar) {
           std::vector<float> x = RandomVector(size_t(d.in) * T, rng);
           ActivationBatch a;
           const std::vector<float> ref = ScalarOutputs(c, x, T, d, group, mode, &a);
-          for (Isa isa : SupportedIsas()) {
-            std::string what = std::string(IsaName(isa)) + " " + ModeName(mode) + " bits " +
-                               std::to_string(bits) + " group " + std::to_string(group) + " [" +
-                               std::to_string(d.out) + "," + std::to_string(d.in) + "]";
-            // MatVec over the whole range and over 16-aligned row splits.
-            for (uint32_t parts : {1u, 2u, 3u}) {
-              std::vector<float> y(size_t(T) * d.out, NAN);
-              for (uint32_t t = 0; t < T; ++t)
-                for (uint32_t p = 0; p < parts; ++p) {
-                  RowRange rr = RowSplit(d.out, parts, p);
-                  MatVecRows(isa, c.m, a, t, rr.begin, rr.end, y.data() + size_t(t) * d.out);
-                }
-              ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
-                  << what << " parts " << parts;
-            }
-            // Unaligned row ranges (e.g. the 4 rows of one layer's mHC projection).
-            for (uint32_t cut : {1u, 3u, 5u, 13u, 21u}) {
-              if (cut >= d.out) continue;
-              std::vector<float> y(size_t(T) * d.out, NAN);
-              for (uint32_t t = 0; t < T; ++t) {
-                MatVecRows(isa, c.m, a, t, 0, cut, y.data() + size_t(t) * d.out);
-                MatVecRows(isa, c.m, a, t, cut, d.out, y.data() + size_t(t) * d.out);
+          for (const CqKernelMatrix* tm : RowsAndTiles(c.m))
+            for (Isa isa : SupportedIsas()) {
+              const CqKernelMatrix& m = *tm;
+              std::string what = std::string(IsaName(isa)) + " " + ModeName(mode) + " bits " +
+                                 std::to_string(bits) + " group " + std::to_string(group) + " [" +
+                                 std::to_string(d.out) + "," + std::to_string(d.in) + "]" +
+                                 (m.tiles() ? " tiles" : "");
+              // MatVec over the whole range and over 16-aligned row splits.
+              for (uint32_t parts : {1u, 2u, 3u}) {
+                std::vector<float> y(size_t(T) * d.out, NAN);
+                for (uint32_t t = 0; t < T; ++t)
+                  for (uint32_t p = 0; p < parts; ++p) {
+                    RowRange rr = RowSplit(d.out, parts, p);
+                    MatVecRows(isa, m, a, t, rr.begin, rr.end, y.data() + size_t(t) * d.out);
+                  }
+                ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+                    << what << " parts " << parts;
               }
-              ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
-                  << what << " cut " << cut;
+              // Unaligned row ranges (e.g. the 4 rows of one layer's mHC projection).
+              for (uint32_t cut : {1u, 3u, 5u, 13u, 21u}) {
+                if (cut >= d.out) continue;
+                std::vector<float> y(size_t(T) * d.out, NAN);
+                for (uint32_t t = 0; t < T; ++t) {
+                  MatVecRows(isa, m, a, t, 0, cut, y.data() + size_t(t) * d.out);
+                  MatVecRows(isa, m, a, t, cut, d.out, y.data() + size_t(t) * d.out);
+                }
+                ASSERT_EQ(0, std::memcmp(y.data(), ref.data(), y.size() * 4))
+                    << what << " cut " << cut;
+                std::vector<float> ym(size_t(T) * d.out, NAN);
+                MatMatRows(isa, m, a, 0, cut, ym.data(), d.out);
+                MatMatRows(isa, m, a, cut, d.out, ym.data(), d.out);
+                ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4))
+                    << what << " matmat cut " << cut;
+              }
+              // MatMat (prefill) gives the same bits as MatVec (decode).
               std::vector<float> ym(size_t(T) * d.out, NAN);
-              MatMatRows(isa, c.m, a, 0, cut, ym.data(), d.out);
-              MatMatRows(isa, c.m, a, cut, d.out, ym.data(), d.out);
-              ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4))
-                  << what << " matmat cut " << cut;
+              MatMatRows(isa, m, a, 0, d.out, ym.data(), d.out);
+              ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat";
             }
-            // MatMat (prefill) gives the same bits as MatVec (decode).
-            std::vector<float> ym(size_t(T) * d.out, NAN);
-            MatMatRows(isa, c.m, a, 0, d.out, ym.data(), d.out);
-            ASSERT_EQ(0, std::memcmp(ym.data(), ref.data(), ym.size() * 4)) << what << " matmat";
-          }
         }
 }
 
@@ -209,16 +223,17 @@ TEST(CqKernels, ZeroAndNanActivations) {
   Case c = MakeCase(20, 256, 128, 2, rng);
   std::vector<float> zero(256, 0.f), nan(256, 1.f);
   nan[200] = NAN;
-  for (Isa isa : SupportedIsas()) {
-    ActivationBatch a;
-    std::vector<float> y(20, 1.f);
-    PrepareActivations(isa, zero.data(), 1, 256, 256, 128, &a);
-    MatVecRows(isa, c.m, a, 0, 0, 20, y.data());
-    for (float v : y) EXPECT_EQ(v, 0.f) << IsaName(isa);
-    PrepareActivations(isa, nan.data(), 1, 256, 256, 128, &a);
-    MatVecRows(isa, c.m, a, 0, 0, 20, y.data());
-    for (float v : y) EXPECT_TRUE(std::isnan(v)) << IsaName(isa);
-  }
+  for (const CqKernelMatrix* m : RowsAndTiles(c.m))
+    for (Isa isa : SupportedIsas()) {
+      ActivationBatch a;
+      std::vector<float> y(20, 1.f);
+      PrepareActivations(isa, zero.data(), 1, 256, 256, 128, &a);
+      MatVecRows(isa, *m, a, 0, 0, 20, y.data());
+      for (float v : y) EXPECT_EQ(v, 0.f) << IsaName(isa);
+      PrepareActivations(isa, nan.data(), 1, 256, 256, 128, &a);
+      MatVecRows(isa, *m, a, 0, 0, 20, y.data());
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << IsaName(isa);
+    }
 }
 
 TEST(CqKernels, ThreadedMatVecAndMatMatEqualSingleThreaded) {
@@ -228,14 +243,57 @@ TEST(CqKernels, ThreadedMatVecAndMatMatEqualSingleThreaded) {
   std::vector<float> x = RandomVector(512 * T, rng);
   ActivationBatch a;
   PrepareActivations(x.data(), T, 512, 512, 128, &a);
-  std::vector<float> y1(1000), y2(1000), ym(size_t(T) * 1000);
-  MatMat(c.m, a, ym.data(), 1000);
-  for (uint32_t t = 0; t < T; ++t) {
-    MatVec(c.m, a, t, y1.data());
-    MatVecRows(Isa::kScalar, c.m, a, t, 0, 1000, y2.data());
-    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), 4000));
-    EXPECT_EQ(0, std::memcmp(ym.data() + size_t(t) * 1000, y2.data(), 4000));
+  for (const CqKernelMatrix* m : RowsAndTiles(c.m)) {
+    std::vector<float> y1(1000), y2(1000), ym(size_t(T) * 1000);
+    MatMat(*m, a, ym.data(), 1000);
+    for (uint32_t t = 0; t < T; ++t) {
+      MatVec(*m, a, t, y1.data());
+      MatVecRows(Isa::kScalar, *m, a, t, 0, 1000, y2.data());
+      EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), 4000));
+      EXPECT_EQ(0, std::memcmp(ym.data() + size_t(t) * 1000, y2.data(), 4000));
+    }
   }
+}
+
+// Tile vector (b, u) holds row 16b+i's packed bytes 4u..4u+3 at 4i, zero past the last row;
+// only 2- and 4-bit codes have tiles. Stacked matrices tile their own rows.
+TEST(CqKernels, TilesHoldEachRowsUnitsSideBySide) {
+  std::mt19937 rng(6);
+  for (uint32_t bits : {2u, 3u, 4u, 5u})
+    for (uint32_t out : {1u, 16u, 37u}) {
+      Case c = MakeCase(out, 300, 64, bits, rng);
+      CqKernelMatrix m = c.m;
+      EXPECT_EQ(m.tiles(), nullptr);
+      const bool has = m.BuildTiles();
+      ASSERT_EQ(has, c.cq.code_bits() != 3) << bits;
+      ASSERT_EQ(m.TileBytes() > 0, has) << bits;
+      EXPECT_EQ(c.m.tiles(), nullptr);  // the copy made them, not the original
+      if (!has) continue;
+      const size_t row_bytes = size_t(c.cq.in_pad()) * c.cq.code_bits() / 8;
+      ASSERT_EQ(m.tile_units(), row_bytes / 4);
+      ASSERT_EQ(m.TileBytes(), size_t(out + 15) / 16 * row_bytes * 16);
+      // The same bytes when built inside a shared buffer, after another matrix's tiles.
+      auto buffer = std::shared_ptr<uint8_t>(new uint8_t[2 * m.TileBytes() + 64](),
+                                             std::default_delete<uint8_t[]>());
+      CqKernelMatrix in_buffer = c.m;
+      ASSERT_TRUE(in_buffer.BuildTiles(buffer.get() + m.TileBytes(), buffer));
+      buffer.reset();  // the matrix keeps it alive
+      ASSERT_EQ(0, std::memcmp(in_buffer.tiles(), m.tiles(), m.TileBytes()));
+      for (uint32_t b = 0; b * 16 < out; ++b)
+        for (size_t u = 0; u < row_bytes / 4; ++u)
+          for (uint32_t i = 0; i < 16; ++i)
+            for (uint32_t k = 0; k < 4; ++k) {
+              const uint32_t r = 16 * b + i;
+              const uint8_t want = r < out ? c.cq.blob[r * row_bytes + 4 * u + k] : 0;
+              ASSERT_EQ(m.tiles()[(b * row_bytes / 4 + u) * 64 + 4 * i + k], want)
+                  << bits << " row " << r << " unit " << u;
+            }
+      const CqKernelMatrix::RowSlice slices[] = {{&c.m, out - 1, out}, {&c.m, 0, out}};
+      CqKernelMatrix s = CqKernelMatrix::Stack(slices).value();
+      ASSERT_TRUE(s.BuildTiles());
+      for (size_t k = 0; k < row_bytes; ++k)  // stacked row 0 is the last row
+        ASSERT_EQ(s.tiles()[k / 4 * 64 + k % 4], c.cq.blob[(out - 1) * row_bytes + k]);
+    }
 }
 
 TEST(CqKernels, CreateRejectsBadShapes) {

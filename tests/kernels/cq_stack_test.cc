@@ -16,6 +16,7 @@ using testing::MakeRandomCq;
 using testing::OfficialCodebook;
 using testing::RandomCq;
 using testing::RandomVector;
+using testing::RowsAndTiles;
 using testing::SupportedIsas;
 
 struct Part {
@@ -59,36 +60,40 @@ TEST(CqStack, RowsAreBitIdenticalToTheirPartsOnEveryIsa) {
         std::vector<float> x = RandomVector(size_t(in) * T, rng);
         ActivationBatch a;
         PrepareActivations(Isa::kScalar, x.data(), T, in, in, group, &a, act);
-        for (Isa isa : SupportedIsas()) {
-          const std::string what = std::string(IsaName(isa)) + " bits " + std::to_string(bits) +
-                                   " group " + std::to_string(group) +
-                                   (act == ActPrecision::kInt8x2 ? " two-level" : " int8");
-          // Expected: each slice's rows from its own matrix's full product.
-          std::vector<float> want(size_t(T) * s.out());
-          for (uint32_t t = 0; t < T; ++t) {
-            uint32_t row = 0;
-            for (const auto& sl : slices) {
-              std::vector<float> y(sl.matrix->out());
-              MatVecRows(isa, *sl.matrix, a, t, 0, sl.matrix->out(), y.data());
-              for (uint32_t r = sl.begin; r < sl.end; ++r) want[size_t(t) * s.out() + row++] = y[r];
-            }
-          }
-          // Decode: whole, and split as two or three threads would split it.
-          for (uint32_t n_parts : {1u, 2u, 3u}) {
-            std::vector<float> got(want.size(), NAN);
-            for (uint32_t t = 0; t < T; ++t)
-              for (uint32_t p = 0; p < n_parts; ++p) {
-                RowRange rr = RowSplit(s.out(), n_parts, p);
-                MatVecRows(isa, s, a, t, rr.begin, rr.end, got.data() + size_t(t) * s.out());
+        for (const CqKernelMatrix* stacked_m : RowsAndTiles(s))
+          for (Isa isa : SupportedIsas()) {
+            const CqKernelMatrix& s = *stacked_m;
+            const std::string what = std::string(IsaName(isa)) + " bits " + std::to_string(bits) +
+                                     " group " + std::to_string(group) +
+                                     (act == ActPrecision::kInt8x2 ? " two-level" : " int8") +
+                                     (s.tiles() ? " tiles" : "");
+            // Expected: each slice's rows from its own matrix's full product.
+            std::vector<float> want(size_t(T) * s.out());
+            for (uint32_t t = 0; t < T; ++t) {
+              uint32_t row = 0;
+              for (const auto& sl : slices) {
+                std::vector<float> y(sl.matrix->out());
+                MatVecRows(isa, *sl.matrix, a, t, 0, sl.matrix->out(), y.data());
+                for (uint32_t r = sl.begin; r < sl.end; ++r)
+                  want[size_t(t) * s.out() + row++] = y[r];
               }
-            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
-                << what << " matvec parts " << n_parts;
+            }
+            // Decode: whole, and split as two or three threads would split it.
+            for (uint32_t n_parts : {1u, 2u, 3u}) {
+              std::vector<float> got(want.size(), NAN);
+              for (uint32_t t = 0; t < T; ++t)
+                for (uint32_t p = 0; p < n_parts; ++p) {
+                  RowRange rr = RowSplit(s.out(), n_parts, p);
+                  MatVecRows(isa, s, a, t, rr.begin, rr.end, got.data() + size_t(t) * s.out());
+                }
+              ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4))
+                  << what << " matvec parts " << n_parts;
+            }
+            // Prefill.
+            std::vector<float> got(want.size(), NAN);
+            MatMatRows(isa, s, a, 0, s.out(), got.data(), s.out());
+            ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << what << " matmat";
           }
-          // Prefill.
-          std::vector<float> got(want.size(), NAN);
-          MatMatRows(isa, s, a, 0, s.out(), got.data(), s.out());
-          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * 4)) << what << " matmat";
-        }
       }
 }
 

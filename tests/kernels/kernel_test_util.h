@@ -134,6 +134,23 @@ inline Case MakeCase(uint32_t out, uint32_t in, uint32_t group, uint32_t bits, s
   return Case{std::move(cq), std::move(cb), cb8, std::move(m).value()};
 }
 
+// The matrix as created (the kernels read its rows) and, for widths with tiles, a copy
+// with its 16-row tiles (kernels that read tiles use them): every result must be the same
+// from both.
+class RowsAndTiles {
+ public:
+  explicit RowsAndTiles(const CqKernelMatrix& m) : tiled_(m) {
+    list_.push_back(&m);
+    if (tiled_.BuildTiles()) list_.push_back(&tiled_);
+  }
+  auto begin() const { return list_.begin(); }
+  auto end() const { return list_.end(); }
+
+ private:
+  CqKernelMatrix tiled_;
+  std::vector<const CqKernelMatrix*> list_;
+};
+
 // Precision modes: int8 activations or two-level (q1 + q2/128); codebook with or without
 // its residual (lo). Every kernel handles the four combinations.
 struct Mode {

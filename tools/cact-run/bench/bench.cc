@@ -34,6 +34,9 @@
 namespace cact {
 namespace {
 
+constexpr char kArmNames[] =
+    "fast, fast-int8, ref, torch; fast-rows, fast-int8-rows: fast paths without code tiles";
+
 struct Test {
   std::string name;
   bool prefill = false;
@@ -139,8 +142,8 @@ class Bench {
       tests_.push_back({absl::StrFormat("tg%u @ d%u", o_.gen, depth), false, depth, o_.gen});
     }
     for (const std::string& a : o_.arms)
-      if (a != "fast" && a != "fast-int8" && a != "ref" && a != "torch")
-        return absl::InvalidArgumentError("unknown arm '" + a + "' (fast, fast-int8, ref, torch)");
+      if (!IsFastArm(a) && a != "ref" && a != "torch")
+        return absl::InvalidArgumentError("unknown arm '" + a + "' (" + kArmNames + ")");
     arms_.clear();
     for (const std::string& a : o_.arms) {
       if (o_.kernels.empty() || !IsFastArm(a)) {
@@ -229,7 +232,11 @@ class Bench {
     double read_gbs = 0, int8_gmacs = 0;
   };
 
-  static bool IsFastArm(const std::string& a) { return a == "fast" || a == "fast-int8"; }
+  // fast, fast-int8, and each with "-rows": without code tiles (the kernels read the file's
+  // rows), to measure what the tiles give.
+  static bool IsFastArm(const std::string& a) {
+    return a == "fast" || a == "fast-int8" || a == "fast-rows" || a == "fast-int8-rows";
+  }
   // An arm's forward path and CQ kernel ("fast-int8@amx": fast-int8 on amx; no '@': the
   // active kernel).
   static std::pair<std::string, std::string> SplitArm(const std::string& arm) {
@@ -286,7 +293,8 @@ class Bench {
       f = MakeReferenceForward(model_, opt);
     } else {
       FastForwardOptions fo;
-      if (path == "fast-int8") fo.two_level_activations = fo.codebook_residual = false;
+      if (path.starts_with("fast-int8")) fo.two_level_activations = fo.codebook_residual = false;
+      if (path.ends_with("-rows")) fo.code_tiles = false;
       f = MakeFastForward(model_, opt, fo);
     }
     return (paths_[key] = std::move(f)).get();
@@ -692,7 +700,7 @@ int BenchMain(int argc, char** argv) {
   app.add_option("-r,--reps", o.reps, "repetitions (arms alternate within each)")
       ->check(tools::WholeIn(1, 1000));
   app.add_option("-t,--threads", threads, "thread counts, comma-separated");
-  app.add_option("--arms", arms, "fast, fast-int8, ref, torch (comma-separated)");
+  app.add_option("--arms", arms, std::string(kArmNames) + " (comma-separated)");
   std::string kernel_list;
   app.add_option("--kernels", kernel_list,
                  "CQ kernels to run each fast arm on, side by side (comma-separated, e.g. "

@@ -3,7 +3,8 @@
 // projections; 2 engram sites' key/value projections; the tied 8192-row logits) and the
 // matrix-matrix products of a prefill chunk; then one decoded token's attention (27 layers
 // x 4 KV heads, 2 query heads each, 256 visible rows of a 320-row int8 cache, head 64) with
-// one-level and two-level queries. Not a test: run by hand.
+// one-level and two-level queries. Decode and prefill run from the rows and, for the ISAs
+// that read them, from the matrices' 16-row tiles. Not a test: run by hand.
 //   cact-kernel-bench [--isa all|scalar|avx2|avxvnni|avx512|avx512vbmi|amx] [--threads N]
 //                     [--tokens N]
 //                     [--two-level 0|1]
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -126,28 +128,39 @@ int main(int argc, char** argv) {
   for (auto& v : x) v = std::normal_distribution<float>()(rng);
   std::vector<float> y(size_t(tokens) * 8192);
   omp_set_num_threads(threads);
-  for (Isa isa : isas) {
-    ActivationBatch act;
-    // Decode: one persistent parallel region; one thread prepares each stage's input,
-    // every thread computes its 16-aligned share of each matrix's rows.
-    auto decode = [&](int reps) {
-      cact::Stopwatch sw;
+  // The same matrices with their 16-row tiles, for the ISAs whose products read them.
+  std::vector<std::unique_ptr<CqKernelMatrix>> tiled_mats;
+  std::vector<Stage> tiled_stages = stages;
+  for (Stage& s : tiled_stages)
+    for (const CqKernelMatrix*& mm : s.mats) {
+      tiled_mats.push_back(std::make_unique<CqKernelMatrix>(*mm));
+      if (tiled_mats.back()->BuildTiles()) mm = tiled_mats.back().get();
+    }
+  for (Isa isa : isas)
+    for (bool tiles : {false, true}) {
+      if (tiles && !ReadsTiles(isa, *tiled_stages[1].mats[0])) continue;
+      const std::vector<Stage>& stages_run = tiles ? tiled_stages : stages;
+      ActivationBatch act;
+      // Decode: one persistent parallel region; one thread prepares each stage's input,
+      // every thread computes its 16-aligned share of each matrix's rows.
+      auto decode = [&](int reps) {
+        cact::Stopwatch sw;
 #pragma omp parallel num_threads(threads)
-      {
-        const int nt = omp_get_num_threads(), me = omp_get_thread_num();
-        for (int r = 0; r < reps; ++r)
-          for (const Stage& s : stages) {
+        {
+          const int nt = omp_get_num_threads(), me = omp_get_thread_num();
+          for (int r = 0; r < reps; ++r)
+            for (const Stage& s : stages_run) {
 #pragma omp single
-            PrepareActivations(isa, x.data(), 1, s.in, s.in, 128, &act, precision);
-            for (const CqKernelMatrix* mm : s.mats) {
-              RowRange rr = RowSplit(mm->out(), nt, me);
-              MatVecRows(isa, *mm, act, 0, rr.begin, rr.end, y.data());
-            }
+              PrepareActivations(isa, x.data(), 1, s.in, s.in, 128, &act, precision);
+              for (const CqKernelMatrix* mm : s.mats) {
+                RowRange rr = RowSplit(mm->out(), nt, me);
+                MatVecRows(isa, *mm, act, 0, rr.begin, rr.end, y.data());
+              }
 #pragma omp barrier
-          }
-      }
-      return sw.Seconds() / reps;
-    };
+            }
+        }
+        return sw.Seconds() / reps;
+      };
     int reps = isa == Isa::kScalar ? 2 : 50;
     decode(1);
     double best = 1e9;
@@ -156,7 +169,7 @@ int main(int argc, char** argv) {
     auto prefill = [&](int reps) {
       cact::Stopwatch sw;
       for (int r = 0; r < reps; ++r)
-        for (const Stage& s : stages) {
+        for (const Stage& s : stages_run) {
           PrepareActivations(isa, x.data(), tokens, s.in, s.in, 128, &act, precision);
 #pragma omp parallel num_threads(threads)
           {
@@ -174,11 +187,11 @@ int main(int argc, char** argv) {
     double pbest = 1e9;
     for (int i = 0; i < 3; ++i) pbest = std::min(pbest, prefill(preps));
     std::printf(
-        "%-8s decode %8.3f ms/token  %7.0f tok/s  %6.1f GB/s codes  %6.1f GMAC/s | "
+        "%-8s %-5s decode %8.3f ms/token  %7.0f tok/s  %6.1f GB/s codes  %6.1f GMAC/s | "
         "prefill(%u) %8.0f tok/s  %6.1f GMAC/s\n",
-        IsaName(isa), best * 1e3, 1 / best, code_bytes / best / 1e9, macs / best / 1e9, tokens,
-        tokens / pbest, macs * tokens / pbest / 1e9);
-  }
+        IsaName(isa), tiles ? "tiles" : "rows", best * 1e3, 1 / best, code_bytes / best / 1e9,
+        macs / best / 1e9, tokens, tokens / pbest, macs * tokens / pbest / 1e9);
+    }
   // Attention: each KV head its own cache, so the token reads 27 x 4 heads' rows as decode does.
   const uint32_t heads = L * 4, hd = 64, rows = 320, n_q = 2;
   std::vector<int8_t> keys(size_t(heads) * hd * rows), values(keys.size());
