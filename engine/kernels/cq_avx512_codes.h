@@ -49,24 +49,14 @@ struct Codes512<2> {  // also ternary crumbs
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm2(t, l) + 256 * c + 64 * s;
   }
-  // idx[s] alone.
+  // idx[s] alone (vpermb ignores bits 6-7: its table repeats every 4 entries, so the
+  // fields need no mask).
   static inline __m512i Index(__m512i p, uint32_t s) {
     const __m512i v = s ? _mm512_srli_epi16(p, int(2 * s)) : p;
     return kVbmi ? v : _mm512_and_si512(v, _mm512_set1_epi8(3));
   }
   static inline void Indices(__m512i p, __m512i* idx) {
-    if (kVbmi) {  // the table repeats every 4 entries; vpermb ignores bits 6-7
-      idx[0] = p;
-      idx[1] = _mm512_srli_epi16(p, 2);
-      idx[2] = _mm512_srli_epi16(p, 4);
-      idx[3] = _mm512_srli_epi16(p, 6);
-      return;
-    }
-    const __m512i m3 = _mm512_set1_epi8(3);
-    idx[0] = _mm512_and_si512(p, m3);
-    idx[1] = _mm512_and_si512(_mm512_srli_epi16(p, 2), m3);
-    idx[2] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m3);
-    idx[3] = _mm512_and_si512(_mm512_srli_epi16(p, 6), m3);
+    for (uint32_t s = 0; s < kSub; ++s) idx[s] = Index(p, s);
   }
 };
 
@@ -80,19 +70,13 @@ struct Codes512<4> {
   static const int8_t* Act(const ActivationBatch& a, uint32_t t, uint32_t c, uint32_t s, int l) {
     return a.perm4(t, l) + 128 * c + 64 * s;
   }
+  // idx[s] alone (vpermb: the table repeats every 16 entries, no mask).
   static inline __m512i Index(__m512i p, uint32_t s) {
     const __m512i v = s ? _mm512_srli_epi16(p, 4) : p;
     return kVbmi ? v : _mm512_and_si512(v, _mm512_set1_epi8(15));
   }
   static inline void Indices(__m512i p, __m512i* idx) {
-    if (kVbmi) {  // the table repeats every 16 entries; vpermb ignores bits 6-7
-      idx[0] = p;
-      idx[1] = _mm512_srli_epi16(p, 4);
-      return;
-    }
-    const __m512i m15 = _mm512_set1_epi8(15);
-    idx[0] = _mm512_and_si512(p, m15);
-    idx[1] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m15);
+    for (uint32_t s = 0; s < kSub; ++s) idx[s] = Index(p, s);
   }
 };
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -273,8 +274,9 @@ TEST(CqKernels, TilesHoldEachRowsUnitsSideBySide) {
       ASSERT_EQ(m.tile_units(), row_bytes / 4);
       ASSERT_EQ(m.TileBytes(), size_t(out + 15) / 16 * row_bytes * 16);
       // The same bytes when built inside a shared buffer, after another matrix's tiles.
-      auto buffer = std::shared_ptr<uint8_t>(new uint8_t[2 * m.TileBytes() + 64](),
-                                             std::default_delete<uint8_t[]>());
+      auto buffer = std::shared_ptr<uint8_t>(
+          static_cast<uint8_t*>(std::aligned_alloc(64, 2 * m.TileBytes())), std::free);
+      std::memset(buffer.get(), 0, 2 * m.TileBytes());
       CqKernelMatrix in_buffer = c.m;
       ASSERT_TRUE(in_buffer.BuildTiles(buffer.get() + m.TileBytes(), buffer));
       buffer.reset();  // the matrix keeps it alive

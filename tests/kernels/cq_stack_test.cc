@@ -53,16 +53,15 @@ TEST(CqStack, RowsAreBitIdenticalToTheirPartsOnEveryIsa) {
                                                    {&parts[1].m, 5, 9}};
         auto stacked = CqKernelMatrix::Stack(slices);
         ASSERT_TRUE(stacked.ok()) << stacked.status();
-        const CqKernelMatrix& s = *stacked;
-        ASSERT_EQ(s.out(), 29u);
+        ASSERT_EQ(stacked->out(), 29u);
 
         const uint32_t T = 3;
         std::vector<float> x = RandomVector(size_t(in) * T, rng);
         ActivationBatch a;
         PrepareActivations(Isa::kScalar, x.data(), T, in, in, group, &a, act);
-        for (const CqKernelMatrix* stacked_m : RowsAndTiles(s))
+        for (const CqKernelMatrix* stacked_m : RowsAndTiles(*stacked))
           for (Isa isa : SupportedIsas()) {
-            const CqKernelMatrix& s = *stacked_m;
+            const CqKernelMatrix& s = *stacked_m;  // the stack, from its rows or its tiles
             const std::string what = std::string(IsaName(isa)) + " bits " + std::to_string(bits) +
                                      " group " + std::to_string(group) +
                                      (act == ActPrecision::kInt8x2 ? " two-level" : " int8") +

@@ -131,14 +131,18 @@ int main(int argc, char** argv) {
   // The same matrices with their 16-row tiles, for the ISAs whose products read them.
   std::vector<std::unique_ptr<CqKernelMatrix>> tiled_mats;
   std::vector<Stage> tiled_stages = stages;
+  bool any_tiles = false;
   for (Stage& s : tiled_stages)
     for (const CqKernelMatrix*& mm : s.mats) {
-      tiled_mats.push_back(std::make_unique<CqKernelMatrix>(*mm));
-      if (tiled_mats.back()->BuildTiles()) mm = tiled_mats.back().get();
+      auto copy = std::make_unique<CqKernelMatrix>(*mm);
+      if (!copy->BuildTiles()) continue;  // a width without tiles: the rows, as before
+      mm = copy.get();
+      tiled_mats.push_back(std::move(copy));
+      any_tiles = true;
     }
   for (Isa isa : isas)
     for (bool tiles : {false, true}) {
-      if (tiles && !ReadsTiles(isa, *tiled_stages[1].mats[0])) continue;
+      if (tiles && !(any_tiles && ReadsTiles(isa, *tiled_mats[0]))) continue;
       const std::vector<Stage>& stages_run = tiles ? tiled_stages : stages;
       ActivationBatch act;
       // Decode: one persistent parallel region; one thread prepares each stage's input,
