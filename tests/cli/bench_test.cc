@@ -96,6 +96,23 @@ TEST(FastBench, KernelsRunSideBySide) {
   EXPECT_FALSE(RunBench(o).ok());
 }
 
+// The -rows arms (the fast paths without code tiles) run beside their tiled arms, with the
+// side-by-side ratio; nothing else ends in -rows.
+TEST(FastBench, RowsArmsRunBesideTheTiledOnes) {
+  BenchOptions o = Small();
+  o.threads = {1};
+  o.depths = {0};
+  o.reps = 1;
+  o.arms = {"fast", "fast-rows", "fast-int8-rows"};
+  auto report = RunBench(o);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_NE(report->find("| fast-rows | 1 | pp8 |"), std::string::npos) << *report;
+  EXPECT_NE(report->find("| fast-int8-rows | 1 | tg4 @ d0 |"), std::string::npos) << *report;
+  EXPECT_NE(report->find("fast / fast-rows"), std::string::npos) << *report;
+  o.arms = {"ref-rows"};
+  EXPECT_FALSE(RunBench(o).ok());
+}
+
 // Start-up and memory: in-process open/setup timings per repetition, and a fresh cact-run
 // session that must reach exactly the requested positions (decoding past EOS).
 TEST(FastBench, SessionFiguresComeFromAFreshProcess) {
