@@ -28,7 +28,7 @@ KvCache::KvCache(uint32_t layers, uint32_t kv_heads, uint32_t head_dim, Attentio
   ring_rows_ = attn.window == 0 ? rest : std::min(rest, attn.window + slack);
   ring_rows_ = std::max(ring_rows_, 1u);
   const size_t n = size_t(layers) * kv_heads * rows();
-  keys_.assign(n * head_dim, 0);
+  keys_.assign(size_t(layers) * kv_heads * kernels::KeyBytes(head_dim, rows()), 0);
   values_.assign(n * head_dim, 0);
   key_scale_.assign(n, 0.f);
   value_scale_.assign(n, 0.f);
@@ -58,8 +58,7 @@ void KvCache::Store(uint32_t l, uint32_t h, uint32_t pos, const float* key, cons
   std::vector<int8_t> kq_big(head_dim_ > 512 ? head_dim_ : 0);
   int8_t* kq = head_dim_ > 512 ? kq_big.data() : kq_small;
   QuantizeRow(key, head_dim_, kq, &key_scale_[r]);
-  int8_t* kt = &keys_[KeyBlock(l, h) + slot];
-  for (uint32_t c = 0; c < head_dim_; ++c) kt[size_t(c) * rows()] = kq[c];
+  for (uint32_t c = 0; c < head_dim_; ++c) KeyAt(l, h, slot, c) = kq[c];
   QuantizeRow(value, head_dim_, &values_[r * head_dim_], &value_scale_[r]);
   int64_t& newest = newest_[size_t(l) * kv_heads_ + h];
   newest = std::max(newest, int64_t(pos));
@@ -117,8 +116,7 @@ absl::Status KvCache::ReadRows(ByteReader& r, uint32_t positions) {
         if (absl::Status st = get_row("kv value", value, &value_scale); !st.ok()) return st;
         const uint32_t slot = Slot(pos);
         const size_t row = RowIndex(l, h, slot);
-        int8_t* kt = &keys_[KeyBlock(l, h) + slot];
-        for (uint32_t c = 0; c < head_dim_; ++c) kt[size_t(c) * rows()] = key[c];
+        for (uint32_t c = 0; c < head_dim_; ++c) KeyAt(l, h, slot, c) = key[c];
         key_scale_[row] = key_scale;
         std::copy(value.begin(), value.end(), &values_[row * head_dim_]);
         value_scale_[row] = value_scale;
@@ -132,8 +130,7 @@ absl::Status KvCache::ReadRows(ByteReader& r, uint32_t positions) {
 void KvCache::KeyRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {
   const uint32_t slot = Slot(pos);
   *scale = key_scale_[RowIndex(l, h, slot)];
-  for (uint32_t c = 0; c < head_dim_; ++c)
-    out[c] = keys_[KeyBlock(l, h) + size_t(c) * rows() + slot];
+  for (uint32_t c = 0; c < head_dim_; ++c) out[c] = KeyAt(l, h, slot, c);
 }
 
 void KvCache::ValueRow(uint32_t l, uint32_t h, uint32_t pos, int8_t* out, float* scale) const {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "engine/forward.h"
 #include "engine/kernels/cq_kernels.h"  // ActPrecision
+#include "engine/kernels/fast_ops.h"    // KeyOffset
 #include "lib/byte_io.h"
 
 namespace cact {
@@ -85,17 +86,23 @@ class KvCache {
   size_t RowIndex(uint32_t l, uint32_t h, uint32_t slot) const {
     return (size_t(l) * kv_heads_ + h) * rows() + slot;
   }
-  // Start of the transposed key block of (layer, head): element (c, slot) at
-  // [c * rows() + slot].
+  // Start of the key block of (layer, head): element (c, slot) at
+  // [kernels::KeyOffset(c, slot, rows())].
   size_t KeyBlock(uint32_t l, uint32_t h) const {
-    return (size_t(l) * kv_heads_ + h) * rows() * head_dim_;
+    return (size_t(l) * kv_heads_ + h) * kernels::KeyBytes(head_dim_, rows());
+  }
+  int8_t& KeyAt(uint32_t l, uint32_t h, uint32_t slot, uint32_t c) {
+    return keys_[KeyBlock(l, h) + kernels::KeyOffset(c, slot, rows())];
+  }
+  int8_t KeyAt(uint32_t l, uint32_t h, uint32_t slot, uint32_t c) const {
+    return keys_[KeyBlock(l, h) + kernels::KeyOffset(c, slot, rows())];
   }
 
   uint32_t layers_, kv_heads_, head_dim_;
   AttentionWindow attn_;
   kernels::ActPrecision query_;
   uint32_t sink_rows_ = 0, ring_rows_ = 0;
-  std::vector<int8_t> keys_;    // [layer][kv_head][head_dim][row] (transposed: lanes = rows)
+  std::vector<int8_t> keys_;    // [layer][kv_head] key blocks (kernels::KeyOffset)
   std::vector<int8_t> values_;  // [layer][kv_head][row][head_dim]
   std::vector<float> key_scale_, value_scale_;  // [layer][kv_head][row]
   std::vector<int64_t> newest_;                 // per layer: newest stored position, -1 none

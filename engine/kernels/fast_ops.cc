@@ -105,8 +105,9 @@ void AttendScalar(const AttentionRuns& runs, const int8_t* keys_t, size_t row_st
         const size_t r = runs.start[k] + j;
         int32_t d1 = 0, d2 = 0;
         for (uint32_t c = 0; c < hd; ++c) {
-          d1 += int32_t(q1[c]) * keys_t[c * row_stride + r];
-          if (two) d2 += int32_t(q2[c]) * keys_t[c * row_stride + r];
+          const int32_t key = keys_t[KeyOffset(c, r, row_stride)];
+          d1 += int32_t(q1[c]) * key;
+          if (two) d2 += int32_t(q2[c]) * key;
         }
         // (int64: head dimensions past the SIMD kernels' 256 could overflow 128 * d1)
         s[idx++] = float(two ? int64_t(d1) * 128 + d2 : int64_t(d1)) * (key_scale[r] * qk);

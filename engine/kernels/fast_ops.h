@@ -44,8 +44,20 @@ struct AttentionRuns {
   uint32_t total() const { return count[0] + count[1] + count[2]; }
 };
 
+// The keys of one KV head, row_stride rows, in quads: the four bytes of columns 4g..4g+3
+// of row r are adjacent, and rows follow each other within a quad group, so 16 consecutive
+// rows of one group are 64 contiguous bytes (one VNNI operand, from any first row).
+// Columns past head_dim in the last group (head_dim not a multiple of 4) are never read
+// into a score (their query levels are 0).
+inline size_t KeyOffset(uint32_t c, size_t r, size_t row_stride) {
+  return size_t(c / 4) * 4 * row_stride + 4 * r + c % 4;
+}
+inline size_t KeyBytes(uint32_t head_dim, size_t row_stride) {
+  return size_t((head_dim + 3) / 4) * 4 * row_stride;
+}
+
 // Attention of n_q query heads over int8 keys/values of one KV head.
-//   keys_t: int8 keys transposed, element (c, r) at keys_t[c * row_stride + r];
+//   keys_t: int8 keys in quads, element (c, r) at keys_t[KeyOffset(c, r, row_stride)];
 //   values: int8 values, row r at values[r * head_dim]; key_scale/value_scale per row r.
 // For each query head i (q + i * head_dim), over the rows of `runs` in order:
 //   the query in int8 levels like the products' activations (ActPrecision, cq_kernels.h;

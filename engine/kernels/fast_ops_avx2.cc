@@ -68,6 +68,21 @@ inline __m256 LoadI8(const int8_t* p, uint32_t n) {
   return LoadI8(b);
 }
 
+// The quad-layout dwords (fast_ops.h, KeyOffset) of 8 rows: each row's four bytes of one
+// quad group; n < 8: the first n rows, the rest 0.
+inline __m256i LoadKeyQuads(const int8_t* quad_rows, uint32_t n) {
+  if (n >= 8) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad_rows));
+  alignas(32) int8_t b[32] = {};
+  std::memcpy(b, quad_rows, 4 * n);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(b));
+}
+// Key column c of those rows as floats: byte c % 4 of each dword, shifted to the top and
+// back down with its sign.
+inline __m256 KeyColumn(__m256i quads, uint32_t c) {
+  const __m128i up = _mm_cvtsi32_si128(int(24 - 8 * (c % 4)));
+  return _mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_sll_epi32(quads, up), 24));
+}
+
 template <typename F>
 inline void Map(float* x, size_t n, F f) {
   size_t i = 0;
@@ -208,13 +223,18 @@ inline void ScoreBlock(const int8_t* keys_t, size_t row_stride, const float* key
   for (uint32_t c0 = 0; c0 < hd; c0 += kSpan) {
     for (int i = 0; i < Q; ++i)
       for (int v = 0; v < R; ++v) a[i][v] = _mm256_setzero_ps();
-    for (uint32_t c = c0; c < hd && c < c0 + kSpan; ++c) {
-      const int8_t* kc = keys_t + c * row_stride + r0;
-      __m256 kv[R];
-      for (int v = 0; v < R; ++v) kv[v] = cnt < 8 ? LoadI8(kc, cnt) : LoadI8(kc + 8 * v);
-      for (int i = 0; i < Q; ++i) {
-        const __m256 qi = _mm256_set1_ps(lv[i][c]);
-        for (int v = 0; v < R; ++v) a[i][v] = _mm256_fmadd_ps(qi, kv[v], a[i][v]);
+    // A quad group (four columns) of the R vectors is loaded once (kSpan is a multiple of 4).
+    for (uint32_t c4 = c0; c4 < hd && c4 < c0 + kSpan; c4 += 4) {
+      const int8_t* kc = keys_t + KeyOffset(c4, r0, row_stride);
+      __m256i quads[R];
+      for (int v = 0; v < R; ++v) quads[v] = LoadKeyQuads(kc + 32 * v, cnt);
+      for (uint32_t c = c4; c < c4 + 4 && c < hd; ++c) {
+        __m256 kv[R];
+        for (int v = 0; v < R; ++v) kv[v] = KeyColumn(quads[v], c);
+        for (int i = 0; i < Q; ++i) {
+          const __m256 qi = _mm256_set1_ps(lv[i][c]);
+          for (int v = 0; v < R; ++v) a[i][v] = _mm256_fmadd_ps(qi, kv[v], a[i][v]);
+        }
       }
     }
     for (int i = 0; i < Q; ++i)

@@ -112,33 +112,29 @@ inline float SoftmaxInPlace(float* s, uint32_t total) {
 // integer score, the same softmax over its own visible scores, and the same fma chain over
 // its visible value rows in order (rows it does not see leave its sums untouched).
 
-// Four key columns c..c+3 of 64 rows (masked: rows past the run read as 0) as VNNI operands:
-// k[u] holds rows 16L + 4u + j (128-bit lane L, dword j), each dword the row's four bytes.
-inline void KeyQuads(const int8_t* keys_t, size_t row_stride, uint32_t c, uint32_t hd, size_t r0,
-                     __mmask64 m, __m512i k[4]) {
-  __m512i a[4];
-  for (uint32_t e = 0; e < 4; ++e)
-    a[e] = c + e < hd ? _mm512_maskz_loadu_epi8(m, keys_t + (c + e) * row_stride + r0)
-                      : _mm512_setzero_si512();
-  const __m512i lo01 = _mm512_unpacklo_epi8(a[0], a[1]), hi01 = _mm512_unpackhi_epi8(a[0], a[1]);
-  const __m512i lo23 = _mm512_unpacklo_epi8(a[2], a[3]), hi23 = _mm512_unpackhi_epi8(a[2], a[3]);
-  k[0] = _mm512_unpacklo_epi16(lo01, lo23);
-  k[1] = _mm512_unpackhi_epi16(lo01, lo23);
-  k[2] = _mm512_unpacklo_epi16(hi01, hi23);
-  k[3] = _mm512_unpackhi_epi16(hi01, hi23);
+// acc + the dword dots of unsigned bytes a and signed bytes b (vpdpbusd). In asm because
+// GCC 12, given 20 accumulators of the intrinsic, copies each one around every use and
+// spills some to the stack (the scores ran at half speed).
+inline __m512i Dpbusd(__m512i acc, __m512i a, __m512i b) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
 }
 
-// KeyQuads' order back to rows: out[L] = rows 16L..16L+15 (a 4 x 4 transpose of 128-bit
-// lanes).
-inline void RowOrder(const __m512i k[4], __m512i out[4]) {
-  const __m512i t0 = _mm512_shuffle_i32x4(k[0], k[1], 0x44);
-  const __m512i t1 = _mm512_shuffle_i32x4(k[0], k[1], 0xEE);
-  const __m512i t2 = _mm512_shuffle_i32x4(k[2], k[3], 0x44);
-  const __m512i t3 = _mm512_shuffle_i32x4(k[2], k[3], 0xEE);
-  out[0] = _mm512_shuffle_i32x4(t0, t2, 0x88);
-  out[1] = _mm512_shuffle_i32x4(t0, t2, 0xDD);
-  out[2] = _mm512_shuffle_i32x4(t1, t3, 0x88);
-  out[3] = _mm512_shuffle_i32x4(t1, t3, 0xDD);
+// Key columns c..c+3 (c a multiple of 4) of 64 rows from r0 as VNNI operands: k[u] holds
+// rows 16u..16u+15, each dword one row's four bytes (the quad layout, KeyOffset); rows
+// past the run (bits of m clear) read as 0.
+inline void KeyQuads(const int8_t* keys_t, size_t row_stride, uint32_t c, size_t r0, __mmask64 m,
+                     __m512i k[4]) {
+  const int8_t* p = keys_t + KeyOffset(c, r0, row_stride);
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) k[u] = _mm512_maskz_loadu_epi32(__mmask16(m >> (16 * u)), p + 64 * u);
+}
+
+// Key column c of 16 rows' quad-layout dwords, as floats: byte c % 4 of each dword,
+// shifted to the top and back down with its sign.
+inline __m512 KeyColumn(__m512i quads, uint32_t c) {
+  const __m128i up = _mm_cvtsi32_si128(int(24 - 8 * (c % 4)));
+  return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_sll_epi32(quads, up), 24));
 }
 
 // The int8 levels of x (fast_ops.h): q1 = clamp(nearbyint(x * (127 / amax)), +-127), and
@@ -186,32 +182,49 @@ float QuantizeQueryV(const float* x, uint32_t n, ActPrecision query, int8_t* q1,
 }
 
 // Scores of Q queries (L levels each: Q * L <= 4 "streams", stream j level j % L of query
-// j / L) for one block of cnt <= 64 rows, from the block's prepared key quads kq[c / 4]
-// (KeyQuads) and 128 * their column sums: vpdpbusd takes unsigned bytes, so each level
-// goes in as q + 128 and 128 * sum_c key is taken off again (exact). qb[j][c / 4]: stream
-// j's bytes c..c+3 plus 128, as one dword.
+// j / L) for one block of cnt <= 64 rows, in one pass over the block's key columns: each
+// quad of columns is made into VNNI operands (KeyQuads) and fed at once to every stream
+// and to the column sums, so the operands stay in registers. vpdpbusd takes unsigned
+// bytes, so each level goes in as q + 128 and 128 * sum_c key is taken off again (exact).
+// qb[j][c / 4]: stream j's bytes c..c+3 plus 128, as one dword.
 template <int Q, int L>
-inline void BlockOfScores(const __m512i (*kq)[4], const __m512i* sum128, uint32_t hd,
-                          const uint32_t (*qb)[kSimdMaxHeadDim / 4], const float* qk,
+inline void BlockOfScores(const int8_t* keys_t, size_t row_stride, size_t r0, __mmask64 m,
+                          uint32_t hd, const uint32_t (*qb)[kSimdMaxHeadDim / 4], const float* qk,
                           const float* key_scale, uint32_t cnt, float* const* s, uint32_t idx) {
   constexpr int S = Q * L;
-  __m512i acc[S][4];
-  for (int i = 0; i < S; ++i)
-    for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_setzero_si512();
-  for (uint32_t c = 0; c < hd; c += 4)
+  static_assert(S <= 4, "four streams keep the accumulators in registers");
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i acc[S][4], sum[4];
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) {
+    sum[u] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int i = 0; i < S; ++i) acc[i][u] = _mm512_setzero_si512();
+  }
+  for (uint32_t c = 0; c < hd; c += 4) {
+    __m512i kq[4];
+    KeyQuads(keys_t, row_stride, c, r0, m, kq);
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) sum[u] = Dpbusd(sum[u], ones, kq[u]);
+#pragma GCC unroll 4
     for (int i = 0; i < S; ++i) {
       const __m512i qv = _mm512_set1_epi32(int(qb[i][c / 4]));
-      for (int u = 0; u < 4; ++u) acc[i][u] = _mm512_dpbusd_epi32(acc[i][u], qv, kq[c / 4][u]);
+#pragma GCC unroll 4
+      for (int u = 0; u < 4; ++u) acc[i][u] = Dpbusd(acc[i][u], qv, kq[u]);
     }
+  }
+#pragma GCC unroll 4
+  for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
+#pragma GCC unroll 2
   for (int i = 0; i < Q; ++i) {
-    __m512i d[4], rows[4];
+    __m512i rows[4];
+#pragma GCC unroll 4
     for (int u = 0; u < 4; ++u) {
-      d[u] = _mm512_sub_epi32(acc[i * L][u], sum128[u]);
+      rows[u] = _mm512_sub_epi32(acc[i * L][u], sum[u]);
       if (L == 2)
-        d[u] = _mm512_add_epi32(_mm512_slli_epi32(d[u], 7),
-                                _mm512_sub_epi32(acc[i * L + 1][u], sum128[u]));
+        rows[u] = _mm512_add_epi32(_mm512_slli_epi32(rows[u], 7),
+                                   _mm512_sub_epi32(acc[i * L + 1][u], sum[u]));
     }
-    RowOrder(d, rows);
     const __m512 qv = _mm512_set1_ps(qk[i]);
     for (uint32_t g = 0; g * 16 < cnt; ++g) {
       const uint32_t n = cnt - g * 16 < 16 ? cnt - g * 16 : 16;
@@ -222,34 +235,19 @@ inline void BlockOfScores(const __m512i (*kq)[4], const __m512i* sum128, uint32_
   }
 }
 
-// VNNI scores of Q queries (qb: their level streams, see BlockOfScores) over every row of
-// `runs` into s[j][union index]: each 64-row block's key quads are built once, then scored
-// 4 streams at a time (4 queries of one level, or 2 of two).
+// VNNI scores of Q <= 2 queries (qb: their level streams, see BlockOfScores) over every row
+// of `runs` into s[j][union index], 64 rows at a time.
 template <int Q, int L>
 void QuadScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                 const float* key_scale, uint32_t hd, const uint32_t (*qb)[kSimdMaxHeadDim / 4],
                 const float* qk, float* const* s) {
-  constexpr int kQ = 4 / L;
-  alignas(64) __m512i kq[kSimdMaxHeadDim / 4][4];
-  const __m512i ones = _mm512_set1_epi8(1);
   uint32_t idx = 0;
   for (int k = 0; k < runs.n; ++k)
     for (uint32_t j = 0; j < runs.count[k]; j += 64) {
       const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
       const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
       const size_t r0 = runs.start[k] + j;
-      __m512i sum[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(),
-                        _mm512_setzero_si512()};
-      for (uint32_t c = 0; c < hd; c += 4) {
-        KeyQuads(keys_t, row_stride, c, hd, r0, m, kq[c / 4]);
-        for (int u = 0; u < 4; ++u) sum[u] = _mm512_dpbusd_epi32(sum[u], ones, kq[c / 4][u]);
-      }
-      for (int u = 0; u < 4; ++u) sum[u] = _mm512_slli_epi32(sum[u], 7);
-      int i0 = 0;
-      for (; i0 + kQ <= Q; i0 += kQ)
-        BlockOfScores<kQ, L>(kq, sum, hd, qb + i0 * L, qk + i0, key_scale + r0, cnt, s + i0, idx);
-      for (; i0 < Q; ++i0)
-        BlockOfScores<1, L>(kq, sum, hd, qb + i0 * L, qk + i0, key_scale + r0, cnt, s + i0, idx);
+      BlockOfScores<Q, L>(keys_t, row_stride, r0, m, hd, qb, qk, key_scale + r0, cnt, s, idx);
       idx += cnt;
     }
 }
@@ -277,13 +275,18 @@ void ChainScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_str
       alignas(64) int32_t d[Q][32] = {};  // the int32 sums of the restarted chains
       for (uint32_t c0 = 0; c0 < hd; c0 += kSpan) {
         for (int i = 0; i < Q; ++i) a[i] = b[i] = _mm512_setzero_ps();
-        for (uint32_t c = c0; c < hd && c < c0 + kSpan; ++c) {
-          const int8_t* kc = keys_t + c * row_stride + r0;
-          const __m512 k0 = LoadI8(kc, m0), k1 = LoadI8(kc + 16, m1);
-          for (int i = 0; i < Q; ++i) {
-            const __m512 qi = _mm512_set1_ps(lv[i][c]);
-            a[i] = _mm512_fmadd_ps(qi, k0, a[i]);
-            b[i] = _mm512_fmadd_ps(qi, k1, b[i]);
+        // A quad group (four columns) is loaded once (kSpan is a multiple of 4).
+        for (uint32_t c4 = c0; c4 < hd && c4 < c0 + kSpan; c4 += 4) {
+          const int8_t* kc = keys_t + KeyOffset(c4, r0, row_stride);
+          const __m512i q0 = _mm512_maskz_loadu_epi32(m0, kc);
+          const __m512i q1 = _mm512_maskz_loadu_epi32(m1, kc + 64);
+          for (uint32_t c = c4; c < c4 + 4 && c < hd; ++c) {
+            const __m512 k0 = KeyColumn(q0, c), k1 = KeyColumn(q1, c);
+            for (int i = 0; i < Q; ++i) {
+              const __m512 qi = _mm512_set1_ps(lv[i][c]);
+              a[i] = _mm512_fmadd_ps(qi, k0, a[i]);
+              b[i] = _mm512_fmadd_ps(qi, k1, b[i]);
+            }
           }
         }
         for (int i = 0; i < Q; ++i) {
@@ -324,13 +327,12 @@ void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_str
       qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
       std::memset(q1 + hd, 0, 4);
       std::memset(q2 + hd, 0, 4);
-      for (int l = 0; l < L; ++l)
-        for (uint32_t c = 0; c < hd; c += 4) {
-          const int8_t* lv = l == 0 ? q1 : q2;
-          uint32_t w = 0;
-          for (uint32_t e = 0; e < 4; ++e) w |= uint32_t(uint8_t(lv[c + e] + 128)) << (8 * e);
-          qb[i * L + l][c / 4] = w;
-        }
+      // The dwords' bytes in memory order (x86 is little-endian): byte c is level c + 128.
+      for (int l = 0; l < L; ++l) {
+        const int8_t* lv = l == 0 ? q1 : q2;
+        uint8_t* bytes = reinterpret_cast<uint8_t*>(qb[i * L + l]);
+        for (uint32_t c = 0; c < (hd + 3) / 4 * 4; ++c) bytes[c] = uint8_t(lv[c] + 128);
+      }
     }
     if (two)
       QuadScores<Q, 2>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
@@ -405,13 +407,31 @@ inline void Weights(const float* p, float inv, const float* vs, uint32_t n, floa
 
 #include "engine/kernels/fast_ops_block_impl.h"
 
+// Each head's weights w[u] = (p[u] * inv) * value_scale[row of u], in place over the
+// softmax numerators of every row of `runs`.
+template <int H>
+void RowWeights(const AttentionRuns& runs, const float* value_scale, float* const* p,
+                const float* inv) {
+  uint32_t idx = 0;
+  for (int k = 0; k < runs.n; ++k) {
+    for (int h = 0; h < H; ++h)
+      Weights(p[h] + idx, inv[h], value_scale + runs.start[k], runs.count[k], p[h] + idx);
+    idx += runs.count[k];
+  }
+}
+
+inline __m512 LoadI8Full(const int8_t* p) {
+  return _mm512_cvtepi32_ps(
+      _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
+
 // Weighted values of H (1 or 2) heads for dimensions [16 v0, 16 (v0 + NV)): lanes =
-// dimensions, an fma chain over rows in order per head; each value row is converted once
-// for both heads. NV is a compile-time count so the accumulators stay in registers.
-template <int H, int NV>
-void ValuesPass(const AttentionRuns& runs, const int8_t* values, const float* value_scale,
-                uint32_t hd, uint32_t v0, const float* const* p, const float* inv,
-                float* const* out) {
+// dimensions, an fma chain over rows in order per head (w: RowWeights); each value row is
+// converted once for both heads. NV is a compile-time count so the accumulators stay in
+// registers; Full: no masked tail.
+template <int H, int NV, bool Full>
+void ValuesPass(const AttentionRuns& runs, const int8_t* values, uint32_t hd, uint32_t v0,
+                const float* const* w, float* const* out) {
   const uint32_t nvec = (hd + 15) / 16;
   const __mmask16 last = __mmask16(hd % 16 ? (1u << (hd % 16)) - 1 : 0xFFFF);
   __mmask16 m[NV];
@@ -420,40 +440,44 @@ void ValuesPass(const AttentionRuns& runs, const int8_t* values, const float* va
   for (int h = 0; h < H; ++h)
     for (int v = 0; v < NV; ++v) acc[h][v] = _mm512_setzero_ps();
   uint32_t id = 0;
-  for (int k = 0; k < runs.n; ++k)
-    for (uint32_t j = 0; j < runs.count[k]; ++j, ++id) {
-      const size_t r = runs.start[k] + j;
-      const int8_t* vr = values + r * hd + 16 * v0;
-      __m512 w[H];
-      for (int h = 0; h < H; ++h) w[h] = _mm512_set1_ps((p[h][id] * inv[h]) * value_scale[r]);
+  for (int k = 0; k < runs.n; ++k) {
+    const int8_t* vr = values + runs.start[k] * hd + 16 * v0;
+    for (uint32_t j = 0; j < runs.count[k]; ++j, ++id, vr += hd) {
+      __m512 wv[H];
+      for (int h = 0; h < H; ++h) wv[h] = _mm512_set1_ps(w[h][id]);
       for (int v = 0; v < NV; ++v) {
-        const __m512 x = LoadI8(vr + 16 * v, m[v]);
-        for (int h = 0; h < H; ++h) acc[h][v] = _mm512_fmadd_ps(w[h], x, acc[h][v]);
+        const __m512 x = Full ? LoadI8Full(vr + 16 * v) : LoadI8(vr + 16 * v, m[v]);
+        for (int h = 0; h < H; ++h) acc[h][v] = _mm512_fmadd_ps(wv[h], x, acc[h][v]);
       }
     }
+  }
   for (int h = 0; h < H; ++h)
     for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out[h] + 16 * (v0 + v), m[v], acc[h][v]);
 }
 
 template <int H>
-void Values(const AttentionRuns& runs, const int8_t* values, const float* value_scale, uint32_t hd,
-            const float* const* p, const float* inv, float* const* out) {
+void Values(const AttentionRuns& runs, const int8_t* values, uint32_t hd, const float* const* w,
+            float* const* out) {
   const uint32_t nvec = (hd + 15) / 16;
   uint32_t v0 = 0;
-  for (; v0 + 4 <= nvec; v0 += 4) ValuesPass<H, 4>(runs, values, value_scale, hd, v0, p, inv, out);
+  if (hd % 16 == 0) {
+    for (; v0 + 4 <= nvec; v0 += 4) ValuesPass<H, 4, true>(runs, values, hd, v0, w, out);
+  } else {
+    for (; v0 + 4 <= nvec; v0 += 4) ValuesPass<H, 4, false>(runs, values, hd, v0, w, out);
+  }
   switch (nvec - v0) {
     case 3:
-      return ValuesPass<H, 3>(runs, values, value_scale, hd, v0, p, inv, out);
+      return ValuesPass<H, 3, false>(runs, values, hd, v0, w, out);
     case 2:
-      return ValuesPass<H, 2>(runs, values, value_scale, hd, v0, p, inv, out);
+      return ValuesPass<H, 2, false>(runs, values, hd, v0, w, out);
     case 1:
-      return ValuesPass<H, 1>(runs, values, value_scale, hd, v0, p, inv, out);
+      return ValuesPass<H, 1, false>(runs, values, hd, v0, w, out);
     default:
       return;
   }
 }
 
-// One token's heads, two at a time: integer scores, softmax, then the weighted values.
+// One token's heads, two at a time: integer scores, softmax, weights, then the values.
 void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
              const float* key_scale, const int8_t* values, const float* value_scale, uint32_t hd,
              const float* q, uint32_t n_q, ActPrecision query, float* out, float* scratch) {
@@ -463,17 +487,19 @@ void AttendV(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
     const float* qs[2] = {q + size_t(i0) * hd, q + size_t(i0 + nh - 1) * hd};
     float* ss[2] = {scratch + size_t(i0) * total, scratch + size_t(i0 + nh - 1) * total};
     float* os[2] = {out + size_t(i0) * hd, out + size_t(i0 + nh - 1) * hd};
-    const float* ps[2] = {ss[0], ss[1]};
+    const float* ws[2] = {ss[0], ss[1]};
     float inv[2];
     if (nh == 2) {
       BlockScores<2>(runs, keys_t, row_stride, key_scale, hd, qs, query, ss);
       inv[0] = SoftmaxInPlace(ss[0], total);
       inv[1] = SoftmaxInPlace(ss[1], total);
-      Values<2>(runs, values, value_scale, hd, ps, inv, os);
+      RowWeights<2>(runs, value_scale, ss, inv);
+      Values<2>(runs, values, hd, ws, os);
     } else {
       BlockScores<1>(runs, keys_t, row_stride, key_scale, hd, qs, query, ss);
       inv[0] = SoftmaxInPlace(ss[0], total);
-      Values<1>(runs, values, value_scale, hd, ps, inv, os);
+      RowWeights<1>(runs, value_scale, ss, inv);
+      Values<1>(runs, values, hd, ws, os);
     }
   }
 }

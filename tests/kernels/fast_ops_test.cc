@@ -110,13 +110,14 @@ TEST(FastOps, FwhtMatchesDenseHadamard) {
   }
 }
 
-// Random int8 keys (transposed, `stride` rows) and values with their per-row scales.
+// Random int8 keys (the quad layout of `stride` rows, KeyOffset; the pad columns of the last
+// quad random too, which no score may read) and values with their per-row scales.
 struct KvRows {
   std::vector<int8_t> kt, v;
   std::vector<float> ks, vs;
 };
 KvRows RandomKv(uint32_t hd, uint32_t stride, std::mt19937& rng) {
-  KvRows r{std::vector<int8_t>(size_t(hd) * stride), std::vector<int8_t>(size_t(stride) * hd),
+  KvRows r{std::vector<int8_t>(KeyBytes(hd, stride)), std::vector<int8_t>(size_t(stride) * hd),
            std::vector<float>(stride), std::vector<float>(stride)};
   for (auto& e : r.kt) e = int8_t(int(rng() % 255) - 127);
   for (auto& e : r.v) e = int8_t(int(rng() % 255) - 127);
@@ -167,7 +168,7 @@ TEST(FastOps, AttentionMatchesDoubleOracleAndIsIdenticalOnEveryIsa) {
               for (uint32_t j = 0; j < runs.count[k]; ++j) {
                 size_t r = runs.start[k] + j;
                 double d = 0;
-                for (uint32_t c = 0; c < hd; ++c) d += q8[c] * kt[c * stride + r];
+                for (uint32_t c = 0; c < hd; ++c) d += q8[c] * kt[KeyOffset(c, r, stride)];
                 s.push_back(d * (double(amax) / 127) * ks[r] / std::sqrt(double(hd)));
                 idx.push_back(r);
               }
