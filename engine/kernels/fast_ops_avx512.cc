@@ -130,13 +130,6 @@ inline void KeyQuads(const int8_t* keys_t, size_t row_stride, uint32_t c, size_t
   for (int u = 0; u < 4; ++u) k[u] = _mm512_maskz_loadu_epi32(__mmask16(m >> (16 * u)), p + 64 * u);
 }
 
-// Key column c of 16 rows' quad-layout dwords, as floats: byte c % 4 of each dword,
-// shifted to the top and back down with its sign.
-inline __m512 KeyColumn(__m512i quads, uint32_t c) {
-  const __m128i up = _mm_cvtsi32_si128(int(24 - 8 * (c % 4)));
-  return _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_sll_epi32(quads, up), 24));
-}
-
 // The int8 levels of x (fast_ops.h): q1 = clamp(nearbyint(x * (127 / amax)), +-127), and
 // when q2 is given the residual level in 1/128 steps. Returns amax = max |x[i]|, or NaN if
 // some x[i] is a NaN or an infinity; both then, and for an all-zero x, give zero levels.
@@ -235,121 +228,57 @@ inline void BlockOfScores(const int8_t* keys_t, size_t row_stride, size_t r0, __
   }
 }
 
-// VNNI scores of Q <= 2 queries (qb: their level streams, see BlockOfScores) over every row
-// of `runs` into s[j][union index], 64 rows at a time.
+// VNNI scores of Q queries (qb: their level streams, see BlockOfScores) over every row of
+// `runs` into s[j][union index], 64 rows at a time: four streams per pass over the block's
+// keys (a token's two heads at two levels in one; a prefill block's 8 queries in four,
+// the keys then read from L1).
 template <int Q, int L>
 void QuadScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                 const float* key_scale, uint32_t hd, const uint32_t (*qb)[kSimdMaxHeadDim / 4],
                 const float* qk, float* const* s) {
+  constexpr int kQ = 4 / L;  // queries per pass
   uint32_t idx = 0;
   for (int k = 0; k < runs.n; ++k)
     for (uint32_t j = 0; j < runs.count[k]; j += 64) {
       const uint32_t cnt = runs.count[k] - j < 64 ? runs.count[k] - j : 64;
       const __mmask64 m = cnt == 64 ? ~__mmask64(0) : (__mmask64(1) << cnt) - 1;
       const size_t r0 = runs.start[k] + j;
-      BlockOfScores<Q, L>(keys_t, row_stride, r0, m, hd, qb, qk, key_scale + r0, cnt, s, idx);
+      int i0 = 0;
+      for (; i0 + kQ <= Q; i0 += kQ)
+        BlockOfScores<kQ, L>(keys_t, row_stride, r0, m, hd, qb + i0 * L, qk + i0, key_scale + r0,
+                             cnt, s + i0, idx);
+      for (; i0 < Q; ++i0)
+        BlockOfScores<1, L>(keys_t, row_stride, r0, m, hd, qb + i0 * L, qk + i0, key_scale + r0,
+                            cnt, s + i0, idx);
       idx += cnt;
     }
 }
 
-// The same integer scores for many queries (prefill blocks), 32 rows at a time, as fma
-// chains over float copies of the int8 keys and of each query's levels combined (q1, or
-// 128 q1 + q2): every product and partial sum is an integer below 2^24, so each chain is
-// exact (one level: |q1 k| <= 127 * 127 over at most 256 columns; two levels:
-// |(128 q1 + q2) k| <= 16383 * 127, so the chains restart every 8 columns into int32
-// sums). Each converted key vector feeds all Q queries, where the VNNI path would need a
-// pass per 4 level streams.
-template <int Q, int L>
-void ChainScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
-                 const float* key_scale, uint32_t hd, const float (*lv)[kSimdMaxHeadDim],
-                 const float* qk, float* const* s) {
-  constexpr uint32_t kSpan = L == 2 ? 8 : kSimdMaxHeadDim;
-  uint32_t idx = 0;
-  for (int k = 0; k < runs.n; ++k)
-    for (uint32_t j = 0; j < runs.count[k]; j += 32) {  // two vectors of 16 rows
-      const uint32_t cnt = runs.count[k] - j < 32 ? runs.count[k] - j : 32;
-      const __mmask16 m0 = __mmask16(cnt >= 16 ? 0xFFFF : (1u << cnt) - 1);
-      const __mmask16 m1 = __mmask16(cnt >= 32 ? 0xFFFF : cnt > 16 ? (1u << (cnt - 16)) - 1 : 0);
-      const size_t r0 = runs.start[k] + j;
-      __m512 a[Q], b[Q];
-      alignas(64) int32_t d[Q][32] = {};  // the int32 sums of the restarted chains
-      for (uint32_t c0 = 0; c0 < hd; c0 += kSpan) {
-        for (int i = 0; i < Q; ++i) a[i] = b[i] = _mm512_setzero_ps();
-        // A quad group (four columns) is loaded once (kSpan is a multiple of 4).
-        for (uint32_t c4 = c0; c4 < hd && c4 < c0 + kSpan; c4 += 4) {
-          const int8_t* kc = keys_t + KeyOffset(c4, r0, row_stride);
-          const __m512i q0 = _mm512_maskz_loadu_epi32(m0, kc);
-          const __m512i q1 = _mm512_maskz_loadu_epi32(m1, kc + 64);
-          for (uint32_t c = c4; c < c4 + 4 && c < hd; ++c) {
-            const __m512 k0 = KeyColumn(q0, c), k1 = KeyColumn(q1, c);
-            for (int i = 0; i < Q; ++i) {
-              const __m512 qi = _mm512_set1_ps(lv[i][c]);
-              a[i] = _mm512_fmadd_ps(qi, k0, a[i]);
-              b[i] = _mm512_fmadd_ps(qi, k1, b[i]);
-            }
-          }
-        }
-        for (int i = 0; i < Q; ++i) {
-          _mm512_store_si512(d[i],
-                             _mm512_add_epi32(_mm512_load_si512(d[i]), _mm512_cvtps_epi32(a[i])));
-          _mm512_store_si512(
-              d[i] + 16, _mm512_add_epi32(_mm512_load_si512(d[i] + 16), _mm512_cvtps_epi32(b[i])));
-        }
-      }
-      const __m512 ks0 = _mm512_maskz_loadu_ps(m0, key_scale + r0);
-      const __m512 ks1 = _mm512_maskz_loadu_ps(m1, key_scale + r0 + 16);
-      for (int i = 0; i < Q; ++i) {
-        const __m512 qv = _mm512_set1_ps(qk[i]);
-        _mm512_mask_storeu_ps(
-            s[i] + idx, m0,
-            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(d[i])), _mm512_mul_ps(ks0, qv)));
-        _mm512_mask_storeu_ps(s[i] + idx + 16, m1,
-                              _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(d[i] + 16)),
-                                            _mm512_mul_ps(ks1, qv)));
-      }
-      idx += cnt;
-    }
-}
-
-// Scores of Q queries over every row of `runs` into s[j][union index] (hd <= 256): VNNI
-// for a token's heads (decode), fma chains for a prefill block's many queries.
+// Scores of Q queries over every row of `runs` into s[j][union index] (hd <= 256).
 template <int Q>
 void BlockScores(const AttentionRuns& runs, const int8_t* keys_t, size_t row_stride,
                  const float* key_scale, uint32_t hd, const float* const* q, ActPrecision query,
                  float* const* s) {
   alignas(64) int8_t q1[kSimdMaxHeadDim + 4], q2[kSimdMaxHeadDim + 4];
+  alignas(64) uint32_t qb[2 * Q][kSimdMaxHeadDim / 4];
   float qk[Q];
   const bool two = query == ActPrecision::kInt8x2;
-  if constexpr (Q <= 2) {
-    uint32_t qb[2 * Q][kSimdMaxHeadDim / 4];
-    const int L = two ? 2 : 1;
-    for (int i = 0; i < Q; ++i) {
-      qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
-      std::memset(q1 + hd, 0, 4);
-      std::memset(q2 + hd, 0, 4);
-      // The dwords' bytes in memory order (x86 is little-endian): byte c is level c + 128.
-      for (int l = 0; l < L; ++l) {
-        const int8_t* lv = l == 0 ? q1 : q2;
-        uint8_t* bytes = reinterpret_cast<uint8_t*>(qb[i * L + l]);
-        for (uint32_t c = 0; c < (hd + 3) / 4 * 4; ++c) bytes[c] = uint8_t(lv[c] + 128);
-      }
+  const int L = two ? 2 : 1;
+  for (int i = 0; i < Q; ++i) {
+    qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
+    std::memset(q1 + hd, 0, 4);
+    std::memset(q2 + hd, 0, 4);
+    // The dwords' bytes in memory order (x86 is little-endian): byte c is level c + 128.
+    for (int l = 0; l < L; ++l) {
+      const int8_t* lv = l == 0 ? q1 : q2;
+      uint8_t* bytes = reinterpret_cast<uint8_t*>(qb[i * L + l]);
+      for (uint32_t c = 0; c < (hd + 3) / 4 * 4; ++c) bytes[c] = uint8_t(lv[c] + 128);
     }
-    if (two)
-      QuadScores<Q, 2>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
-    else
-      QuadScores<Q, 1>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
-  } else {
-    float lv[Q][kSimdMaxHeadDim];
-    for (int i = 0; i < Q; ++i) {
-      qk[i] = QuantizeQueryV(q[i], hd, query, q1, q2);
-      for (uint32_t c = 0; c < hd; ++c)
-        lv[i][c] = two ? float(128 * int32_t(q1[c]) + q2[c]) : float(q1[c]);
-    }
-    if (two)
-      ChainScores<Q, 2>(runs, keys_t, row_stride, key_scale, hd, lv, qk, s);
-    else
-      ChainScores<Q, 1>(runs, keys_t, row_stride, key_scale, hd, lv, qk, s);
   }
+  if (two)
+    QuadScores<Q, 2>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
+  else
+    QuadScores<Q, 1>(runs, keys_t, row_stride, key_scale, hd, qb, qk, s);
 }
 
 // out[j] = sum over the rows j sees (bit j of vis[union index]) of w[j][row] * value, an fma
