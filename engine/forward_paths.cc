@@ -27,8 +27,9 @@ absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std
                                     "' (expected fast, fast-int8, ref or auto)");
 }
 
-int AutoThreads(std::string_view path) {
-  return IsReferencePath(path) ? 1 : std::min(AvailableCpus(), kMaxAutoThreads);
+int AutoThreads(std::string_view path, uint32_t kv_heads) {
+  if (IsReferencePath(path)) return 1;
+  return std::max(1, std::min(AvailableCpus(), int(std::min<uint32_t>(kv_heads, 256))));
 }
 
 }  // namespace cact

@@ -136,8 +136,8 @@ absl::Status CheckLimits(const Model& model, const RunRequest& req, size_t promp
 }
 
 // Threads for `path` (as --path names it): -t when given, else see RunRequest::threads.
-int ThreadsFor(const RunRequest& req, const std::string& path) {
-  return req.threads > 0 ? req.threads : AutoThreads(path);
+int ThreadsFor(const RunRequest& req, const std::string& path, const Model& model) {
+  return req.threads > 0 ? req.threads : AutoThreads(path, model.geometry().num_kv_heads);
 }
 
 // The probe heads over the fed tokens. A chat prompt's tools prefix and the rest are pooled
@@ -214,13 +214,13 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   opt.attn = {r.window, r.sink};
   opt.keep_hidden = !req.dump_hidden_dir.empty() || req.probes || req.validate;
   const std::string path = req.validate && req.path == "auto" ? "fast" : req.path;
-  opt.threads = ThreadsFor(req, path);
+  opt.threads = ThreadsFor(req, path, model);
   r.threads = opt.threads;
 
   if (req.validate) {
     clock.Reset();
     ForwardOptions ref_opt = opt;
-    ref_opt.threads = ThreadsFor(req, "ref");
+    ref_opt.threads = ThreadsFor(req, "ref", model);
     CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> ref,
                           MakeForwardPath(model, "ref", ref_opt));
     CACT_ASSIGN_OR_RETURN(const std::unique_ptr<Forward> cand, MakeForwardPath(model, path, opt));

@@ -38,9 +38,8 @@ struct RunRequest {
   uint32_t max_new_tokens = 0;
   bool ignore_eos = false;  // keep generating past EOS / <|im_end|> (benchmarks, memory checks)
   std::optional<uint32_t> window, sink;  // defaults: header kv_window; tools prefix or 0
-  // 0: the fast path uses the CPUs this process may run on (at most kMaxAutoThreads), the
-  // FP32 reference one thread (it is the slow oracle; its OpenMP loops degrade badly on a
-  // busy machine).
+  // 0: AutoThreads (forward_paths.h): the fast path uses the CPUs this process may run on,
+  // at most the model's KV heads; the FP32 reference one thread.
   int threads = 0;
   SamplerOptions sampling;
 

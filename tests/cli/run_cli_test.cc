@@ -168,17 +168,21 @@ TEST(RunCli, IgnoreEosGeneratesToTheLimit) {
   EXPECT_GE(t.at("load_ms").get<double>(), t.at("open_ms").get<double>());  // open is part of load
 }
 
-// -t defaults to the CPUs the process may use (at most 8) on the fast path and to 1 on the
-// reference; an explicit -t wins; the count is reported. Oracle: `nproc` (which reads the
-// same affinity mask), run under taskset when it is available to pin a known count.
-TEST(RunCli, ThreadsDefaultToTheAvailableCpusOnTheFastPath) {
+// -t defaults to the CPUs the process may use, at most the model's KV heads, on the fast
+// path and to 1 on the reference; an explicit -t wins; the count is reported. Oracles:
+// `nproc` (which reads the same affinity mask), run under taskset when it is available to
+// pin a known count, and the KV heads as cact-inspect reads them from the header.
+TEST(RunCli, ThreadsDefaultToTheAvailableCpusAtMostTheKvHeadsOnTheFastPath) {
   const std::string model = Fixture("tiny", "model.cact");
   auto nproc = testing::Run("nproc");
   ASSERT_EQ(nproc.exit_code, 0);
   const int cpus = std::stoi(nproc.output);
+  auto inspect = testing::Run(testing::Tool("cact-inspect") + " " + model + " --json 2>/dev/null");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.output;
+  const int kv_heads = nlohmann::json::parse(inspect.output).at("header").at("num_kv_heads");
   auto fast = RunSplit(model + " --tokens 2,17 -n 2 --json");
   ASSERT_EQ(fast.exit_code, 0) << fast.err;
-  EXPECT_EQ(nlohmann::json::parse(fast.out).at("threads").get<int>(), std::min(cpus, 8));
+  EXPECT_EQ(nlohmann::json::parse(fast.out).at("threads").get<int>(), std::min(cpus, kv_heads));
   auto ref = RunSplit(model + " --ref --tokens 2,17 -n 2 --json");
   ASSERT_EQ(ref.exit_code, 0) << ref.err;
   EXPECT_EQ(nlohmann::json::parse(ref.out).at("threads").get<int>(), 1);

@@ -145,7 +145,7 @@ int EvalMain(int argc, char** argv) {
   app.add_option("--path", path, "forward path: fast, fast-int8, ref or auto (fast)")
       ->check(CLI::IsMember({"fast", "fast-int8", "ref", "reference", "auto"}));
   app.add_option("-t,--threads", base.run.threads,
-                 "threads (default: the CPUs this process may use, at most 8)")
+                 "threads (default: the CPUs this process may use, at most the model's KV heads)")
       ->check(tools::WholeIn(1, 256))
       ->default_str("auto");
   app.add_option("-n,--max-new-tokens", base.run.max_new_tokens, "the answer's token budget")

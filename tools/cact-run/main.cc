@@ -90,7 +90,8 @@ int main(int argc, char** argv) {
           ->check(cact::tools::WholeIn(0, UINT32_MAX));
   app.add_option(
          "-t,--threads", req.threads,
-         "threads (default: the CPUs this process may use, at most 8; the reference path 1)")
+         "threads (default: the CPUs this process may use, at most the model's KV heads; the "
+         "reference path 1)")
       ->check(cact::tools::WholeIn(1, 256))
       ->default_str("auto");
   auto* window_opt =
