@@ -59,6 +59,7 @@ struct Activations {
               size_t engram_sites, uint32_t kv_rows)
       : g(geometry), threads(num_threads), sites(engram_sites), priv(threads, TokenBuffers(1)) {
     SetChunk(chunk_tokens);
+    mhc_priv.assign(size_t(threads) * MhcStride(), 0.f);
     attn_scratch.resize(size_t(threads) * AttnScratch(kv_rows));
   }
 
@@ -108,6 +109,20 @@ struct Activations {
     return tv;
   }
 
+  // Decode's token on thread `me` at layer l: View of its private buffers, with the mHC
+  // projections in its own slot (every thread computes all of them, see DecodeLayer).
+  TokenView DecodeView(uint32_t me, uint32_t l) {
+    TokenView tv = View(priv[me], 0, l);
+    tv.pre = MhcPrivate(me, l);
+    tv.post = tv.pre + g.mhc_lanes;
+    tv.res = tv.post + g.mhc_lanes;
+    return tv;
+  }
+  // Thread me's slots, laid out as one token's of mhc_out (layer l at l * MhcRows()).
+  float* MhcPrivate(uint32_t me, uint32_t l) {
+    return &mhc_priv[size_t(me) * MhcStride() + size_t(l) * MhcRows()];
+  }
+
   // Attention scratch floats per thread: one token's scores, or a block's (AttendBlock).
   size_t AttnScratch(uint32_t kv_rows) const {
     const uint32_t per_kv = g.num_heads / std::max(1u, g.num_kv_heads);
@@ -132,6 +147,7 @@ struct Activations {
   std::vector<TokenBuffers> priv;  // decode: one token per thread [N][1]
   // Shared outputs of split work, row = chunk token.
   std::vector<float> mhc_out;  // mHC projections [C][L][m * (m + 2)]; a layer writes its own slots
+  std::vector<float> mhc_priv;  // decode: each thread's mHC projections [N][L][m * (m + 2)]
   std::vector<float> o;        // attention output, gated [C][A]
   std::vector<float> out;      // out_proj output [C][d]
   // Engram memory of the chunk, per site.

@@ -382,10 +382,10 @@ class FastForward final : public Forward {
   }
 
   // ---- decode: one token. Every thread repeats the per-token work in its private
-  // buffers and takes a share of the products and KV heads, so a layer needs three
-  // barriers: sharing that work (~0.2 ms of a ~0.85 ms token) would add four barriers per
-  // layer, and the waits already cost ~6 % per thread at three (docs/benchmarks.md,
-  // decode profile).
+  // buffers, the layer's small mHC projections (24 rows) included, and takes a share of
+  // the other products and of the KV heads, so a layer needs two barriers: sharing the
+  // per-token work (~0.2 ms of a ~0.7 ms token) would add four barriers per layer, each of
+  // which costs 0.5-1 us of waiting on two threads (docs/benchmarks.md).
   void Decode(uint32_t pos, uint32_t me, uint32_t nt, float* logits) {
     TokenBuffers& b = act_.priv[me];
     Inputs& in = inputs_[me];
@@ -421,12 +421,11 @@ class FastForward final : public Forward {
   void DecodeLayer(uint32_t l, uint32_t pos, Inputs& in, const std::vector<const float*>& ev,
                    uint32_t me, uint32_t nt) {
     const uint32_t d = g_.d_model, md = g_.mhc_lanes * d, A = g_.attn_dim();
-    TokenView tv = act_.View(act_.priv[me], 0, l);
-    // Pre-mix: nx, this thread's share of the mHC projections | u.
+    TokenView tv = act_.DecodeView(me, l);
+    // Pre-mix: nx, all of the mHC projections (no barrier), u.
     PreMixNx(tv);
     in.mhc.Prepare(tv.nx, 1, md, md);
-    PreMixProjections(in.mhc, l, 1, me, nt);
-    team_.Barrier();
+    PreMixProjections(in.mhc, l, 1, 0, 1, act_.MhcPrivate(me, l), act_.MhcStride());
     PreMixU(l, tv);
     const int site = m_.layer(l).engram_site;
     if (site >= 0) EngramInject(tv, &act_.eng_k[site][0], ev[site]);
@@ -507,7 +506,7 @@ class FastForward final : public Forward {
     const FastLayer& fl = layers_[l];
     const uint32_t d = g_.d_model, A = g_.attn_dim(), K = g_.kv_dim(), KVH = g_.num_kv_heads;
     // Pre-mix: the mHC projections (nx prepared by the embedding or the previous layer).
-    PreMixProjections(in.mhc, l, n, me, nt);
+    PreMixProjections(in.mhc, l, n, me, nt, act_.MhcOut(l), act_.MhcStride());
     team_.Barrier();
     // Pre-mix u, engram injection, attention's norm_in, by token.
     const int site = m_.layer(l).engram_site;
@@ -578,22 +577,21 @@ class FastForward final : public Forward {
     ops::RmsUnit(tv.X, size_t(g_.mhc_lanes) * g_.d_model, b_.norm_eps, tv.nx);
   }
 
-  // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n, into
-  // mhc_out [token][layer][pre | post | res]: the stacked product split over the team by
-  // 16-row blocks, else three products (a single token: one per thread, round robin, since
-  // each is under one block). Each layer writes its own slots: decode has no barrier
-  // between a layer's last reads (PostMix) and the next layer's products.
-  void PreMixProjections(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt) {
+  // Layer l's mHC projections (pre: m rows, post: m, res: m*m) of tokens < n, into y
+  // [token][pre | post | res] (token stride `stride`; y is layer l's slot of mhc_out or of
+  // a thread's mhc_priv, both [token][layer][...]): this thread's share (me of nt) of the
+  // stacked product's 16-row blocks, else of each of three products.
+  void PreMixProjections(const SharedInput& in, uint32_t l, uint32_t n, uint32_t me, uint32_t nt,
+                         float* y, size_t stride) {
     const uint32_t m = g_.mhc_lanes;
-    const size_t stride = act_.MhcStride();
-    float* y = act_.MhcOut(l);
     if (!mhc_stack_.empty()) {
       const kn::RowRange r = SplitRange(0, act_.MhcRows(), nt, me);
       in.Apply(mhc_stack_[l], n, r.begin, r.end, y, stride);
       return;
     }
     // The products write row r of their matrix at y[r]: shift each so the layer's first
-    // row lands on its slot (the shifted pointers stay inside mhc_out: l * m <= l * MhcRows()).
+    // row lands on its slot (the shifted pointers stay inside the buffer, which holds every
+    // layer's slots: l * m <= l * MhcRows()).
     struct Part {
       const FastMatrix* matrix;
       uint32_t begin, end;
@@ -602,14 +600,9 @@ class FastForward final : public Forward {
     const Part parts[3] = {{&phi_pre_, l * m, l * m + m, y - l * m},
                            {&phi_post_, l * m, l * m + m, y + m - l * m},
                            {&phi_res_, l * m * m, (l + 1) * m * m, y + 2 * m - l * m * m}};
-    for (uint32_t i = 0; i < 3; ++i) {
-      const Part& p = parts[i];
-      if (n > 1) {
-        const kn::RowRange r = SplitRange(p.begin, p.end, nt, me);
-        in.Apply(*p.matrix, n, r.begin, r.end, p.y, stride);
-      } else if (me == i % nt) {
-        in.Apply(*p.matrix, 1, p.begin, p.end, p.y, stride);
-      }
+    for (const Part& p : parts) {
+      const kn::RowRange r = SplitRange(p.begin, p.end, nt, me);
+      in.Apply(*p.matrix, n, r.begin, r.end, p.y, stride);
     }
   }
 
