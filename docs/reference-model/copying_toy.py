@@ -7,12 +7,11 @@ copying directly.
 
   /usr/bin/python3 copying_toy.py BATCH T LR STEPS WIDTH LAYERS [EMBED_STD (default 0.02)]
 
-The model is plain_gpt_copying.py's block (pre-norm, learned positions, GELU MLP, 4 heads,
-tied output), vocabulary 512; AdamW with weight decay 0.1, numpy and torch seed 0, 2
+The model is plain_gpt_copying.py's (pre-norm, learned positions, GELU MLP, 4 heads, tied
+output, vocabulary 512) at the given width and depth; AdamW with weight decay 0.1, numpy and torch seed 0, 2
 threads. Prints every 50 steps the mean loss of the batch, of its copied tokens and of its
 first-half tokens, and the seconds so far. Used with `32 128 1e-3 2400 128 2` (and EMBED_STD
 1, torch's default) in tool-call-training.md."""
-import math
 import sys
 import time
 
@@ -21,37 +20,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-V, H = 512, 4
-
-
-class Block(nn.Module):
-    def __init__(self, d):
-        super().__init__()
-        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, H, d // H).permute(2, 0, 3, 1, 4)
-        a = (q @ k.transpose(-1, -2)) / math.sqrt(d // H)
-        a = a.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-        x = x + self.o((a.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d))
-        return x + self.mlp(self.n2(x))
-
-
-class Gpt(nn.Module):
-    def __init__(self, t, d, layers):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(V, d), nn.Embedding(t, d)
-        self.blocks = nn.ModuleList(Block(d) for _ in range(layers))
-        self.norm = nn.LayerNorm(d)
-
-    def forward(self, x):
-        h = self.tok(x) + self.pos(torch.arange(x.shape[1]))
-        for b in self.blocks:
-            h = b(h)
-        return self.norm(h) @ self.tok.weight.t()
+from plain_gpt_copying import H, V, Gpt
 
 
 def batch(rng, b, t):

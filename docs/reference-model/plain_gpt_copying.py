@@ -28,27 +28,32 @@ B, T, D, L, H, V = 4, 256, 256, 4, 4, 512
 
 
 class Block(nn.Module):
-    def __init__(self):
+    """Pre-norm attention (H heads, causal) and a GELU MLP of width d."""
+
+    def __init__(self, d):
         super().__init__()
-        self.n1, self.n2 = nn.LayerNorm(D), nn.LayerNorm(D)
-        self.qkv, self.o = nn.Linear(D, 3 * D), nn.Linear(D, D)
-        self.mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
+        self.n1, self.n2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.o = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
     def forward(self, x):
-        b, t, _ = x.shape
-        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, H, D // H).permute(2, 0, 3, 1, 4)
-        a = (q @ k.transpose(-1, -2)) / math.sqrt(D // H)
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.n1(x)).view(b, t, 3, H, d // H).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-1, -2)) / math.sqrt(d // H)
         a = a.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
-        x = x + self.o((a.softmax(-1) @ v).transpose(1, 2).reshape(b, t, D))
+        x = x + self.o((a.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d))
         return x + self.mlp(self.n2(x))
 
 
 class Gpt(nn.Module):
-    def __init__(self):
+    """Learned positions (up to t), `layers` blocks of width d, output tied to the V-token
+    embedding."""
+
+    def __init__(self, t=T, d=D, layers=L):
         super().__init__()
-        self.tok, self.pos = nn.Embedding(V, D), nn.Embedding(T, D)
-        self.blocks = nn.ModuleList(Block() for _ in range(L))
-        self.norm = nn.LayerNorm(D)
+        self.tok, self.pos = nn.Embedding(V, d), nn.Embedding(t, d)
+        self.blocks = nn.ModuleList(Block(d) for _ in range(layers))
+        self.norm = nn.LayerNorm(d)
 
     def forward(self, x):
         h = self.tok(x) + self.pos(torch.arange(x.shape[1]))
