@@ -24,8 +24,8 @@ inline constexpr int kMaxAutoThreads = 8;
 // may run on, at most the model's KV heads (`kv_heads`). A forward splits attention by KV
 // head, so a thread past them has no head and only adds barrier waits: measured on a
 // 16-core Xeon (needle2, 4 KV heads), decode and prefill were fastest at 4 threads and
-// 1.3-1.7x slower at 5-16 (docs/benchmarks.md, round 3). One thread for the FP32
-// reference (the slow oracle; its OpenMP loops degrade badly on a busy machine).
+// 1.5-2.3x slower at 5-16 (docs/benchmarks.md, "The default thread count"). One thread for
+// the FP32 reference (the slow oracle; its OpenMP loops degrade badly on a busy machine).
 int AutoThreads(std::string_view path, uint32_t kv_heads);
 absl::StatusOr<std::unique_ptr<Forward>> MakeForwardPath(const Model& model, std::string_view path,
                                                          const ForwardOptions& options);
