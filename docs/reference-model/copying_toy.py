@@ -50,8 +50,10 @@ def main():
     except ValueError as e:
         print("copying_toy: %s" % e, file=sys.stderr)
         return 2
-    if min(b, t, steps, d, layers) < 1 or d % H or not lr > 0 or not std > 0:
-        print("copying_toy: BATCH, T, STEPS, LAYERS >= 1, WIDTH a multiple of %d, LR and "
+    # T >= 32: every sequence then holds a copied target (a span's copy starts by token 32),
+    # so no printed mean is over nothing.
+    if min(b, steps, d, layers) < 1 or t < 32 or d % H or not lr > 0 or not std > 0:
+        print("copying_toy: BATCH, STEPS, LAYERS >= 1, T >= 32, WIDTH a multiple of %d, LR and "
               "EMBED_STD > 0" % H, file=sys.stderr)
         return 2
     torch.manual_seed(0)

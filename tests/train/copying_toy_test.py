@@ -54,8 +54,10 @@ def main():
         outs.append([l.rsplit(" ", 1)[0] for l in lines])  # without the seconds
     assert outs[0] == outs[1], outs
 
-    for bad in (["1", "2"], ["0", "16", "1e-3", "10", "16", "1"], ["2", "16", "x", "10", "16", "1"],
-                ["2", "16", "1e-3", "10", "18", "1"]):
+    # (each with one bad argument: too few, batch 0, a learning rate that is no number, a
+    # width that 4 heads do not divide, T under 32)
+    for bad in (["1", "2"], ["0", "64", "1e-3", "10", "16", "1"], ["2", "64", "x", "10", "16", "1"],
+                ["2", "64", "1e-3", "10", "18", "1"], ["2", "31", "1e-3", "10", "16", "1"]):
         r = run(*bad)
         assert r.returncode == 2 and r.stderr.strip() and not r.stdout, (bad, r)
     print("ok")
