@@ -145,7 +145,8 @@ std::pair<Tensor, Tensor> NeedleNet::Engram(uint32_t site, const Tensor& tokens,
 }
 
 Tensor NeedleNet::Attention(uint32_t l, const Tensor& bx, const Tensor& cos, const Tensor& sin,
-                            const Tensor& mask, const WeightMap& w) const {
+                            const Tensor& mask, const WeightMap& w,
+                            std::vector<AttentionTap>* attention_taps) const {
   const int64_t B = bx.size(0), T = bx.size(1);
   const int64_t H = g_.num_heads, KV = g_.num_kv_heads, hd = g_.head_dim;
   const double eps = g_.block().norm_eps;
@@ -162,6 +163,13 @@ Tensor NeedleNet::Attention(uint32_t l, const Tensor& bx, const Tensor& cos, con
   Tensor scores =
       torch::matmul(qg, k.transpose(2, 3)).view({B, KV, G, T, T}) / std::sqrt(double(hd));
   Tensor probs = torch::softmax(scores + mask, -1).view({B, KV, G * T, T});
+  if (attention_taps) {
+    for (AttentionTap& tap : *attention_taps) {
+      if (tap.layer != l) continue;
+      TORCH_CHECK(tap.head < H, "NeedleNet: no query head ", tap.head);
+      tap.probs = probs.view({B, KV, G, T, T}).select(1, tap.head / G).select(1, tap.head % G);
+    }
+  }
   Tensor o = torch::matmul(probs, v).view({B, H, T, hd}).transpose(1, 2).reshape({B, T, H * hd});
   o = o * torch::sigmoid(torch::matmul(h, Get(w, LayerName(l, "gate_proj")).t()));
   o = Zcn(torch::matmul(o, Get(w, LayerName(l, "out_proj")).t()), Get(w, LayerName(l, "post_norm")),
@@ -182,8 +190,8 @@ Tensor NeedleNet::HadamardMlp(uint32_t l, const Tensor& x, const Tensor& walsh,
   return x + d3.narrow(0, 0, D) * z;
 }
 
-Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w,
-                              AttentionWindow window) const {
+Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w, AttentionWindow window,
+                              std::vector<AttentionTap>* attention_taps) const {
   TORCH_CHECK(tokens_in.dim() == 2, "tokens must be [B, T]");
   Tensor tokens = tokens_in.to(torch::kInt64);
   const Tensor& embedding = Get(w, "embedding");
@@ -254,7 +262,7 @@ Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w,
           }
           break;
         case BlockStage::kAttention:
-          bx = Attention(l, bx, cos, sin, mask, w);
+          bx = Attention(l, bx, cos, sin, mask, w, attention_taps);
           break;
         case BlockStage::kHadamardMlp:
           bx = HadamardMlp(l, bx, walsh, w);
@@ -277,8 +285,9 @@ Tensor NeedleNet::FinalHidden(const Tensor& tokens_in, const WeightMap& w,
   return Zcn(sum / double(M), Get(w, "final_norm"), eps);
 }
 
-Tensor NeedleNet::Logits(const Tensor& tokens, const WeightMap& w, AttentionWindow window) const {
-  return torch::matmul(FinalHidden(tokens, w, window), Get(w, "embedding").t());
+Tensor NeedleNet::Logits(const Tensor& tokens, const WeightMap& w, AttentionWindow window,
+                         std::vector<AttentionTap>* attention_taps) const {
+  return torch::matmul(FinalHidden(tokens, w, window, attention_taps), Get(w, "embedding").t());
 }
 
 Tensor NextTokenLoss(const Tensor& logits, const Tensor& tokens, const Tensor& mask) {

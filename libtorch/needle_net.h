@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "formats/cact/header.h"
@@ -26,6 +27,14 @@ struct AttentionWindow {
   int64_t sink = 0;    // tokens [0, sink) stay visible past the window
 };
 
+// The attention weights of one query head, captured during a forward (with their autograd
+// history) so that a training loss can shape where the head looks.
+struct AttentionTap {
+  uint32_t layer = 0;
+  uint32_t head = 0;    // query head
+  torch::Tensor probs;  // [B, T queries, T keys], set by the forward
+};
+
 class NeedleNet {
  public:
   // Follows g.block() (formats/needle/block.h); throws if it is not a block this forward
@@ -33,18 +42,20 @@ class NeedleNet {
   explicit NeedleNet(const Geometry& g);
   const Geometry& geometry() const { return g_; }
 
-  // tokens [B, T] int64 -> logits [B, T, vocab] in the weights' dtype.
-  torch::Tensor Logits(const torch::Tensor& tokens, const WeightMap& w,
-                       AttentionWindow window = {}) const;
+  // tokens [B, T] int64 -> logits [B, T, vocab] in the weights' dtype. Each tap given gets
+  // its head's attention weights.
+  torch::Tensor Logits(const torch::Tensor& tokens, const WeightMap& w, AttentionWindow window = {},
+                       std::vector<AttentionTap>* attention_taps = nullptr) const;
   // The final-norm output [B, T, d] (the logits are it times embedding^T).
   torch::Tensor FinalHidden(const torch::Tensor& tokens, const WeightMap& w,
-                            AttentionWindow window = {}) const;
+                            AttentionWindow window = {},
+                            std::vector<AttentionTap>* attention_taps = nullptr) const;
 
  private:
   // The block's stages that have weights of their own: bx plus their contribution.
   torch::Tensor Attention(uint32_t l, const torch::Tensor& bx, const torch::Tensor& cos,
-                          const torch::Tensor& sin, const torch::Tensor& mask,
-                          const WeightMap& w) const;
+                          const torch::Tensor& sin, const torch::Tensor& mask, const WeightMap& w,
+                          std::vector<AttentionTap>* attention_taps) const;
   torch::Tensor HadamardMlp(uint32_t l, const torch::Tensor& x, const torch::Tensor& walsh,
                             const WeightMap& w) const;
   std::pair<torch::Tensor, torch::Tensor> Engram(uint32_t site, const torch::Tensor& tokens,

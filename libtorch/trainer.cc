@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "engine/eval/perplexity.h"
 #include "formats/needle/tensor_table.h"
+#include "lib/status.h"
 
 namespace cact::train {
 namespace {
@@ -38,7 +40,85 @@ Tensor SampleBatch(std::span<const int32_t> stream, const TrainOptions& o, std::
   return batch;
 }
 
+// The mean of the attention losses of the taps: [0, previous) previous-token heads, the
+// rest induction heads. Undefined when none applies (no induction target in the batch and
+// no previous-token head).
+Tensor AttentionLoss(const std::vector<AttentionTap>& taps, size_t previous, const Tensor& batch) {
+  std::vector<Tensor> parts;
+  if (previous > 0) {
+    parts.push_back(PreviousTokenLoss({taps.begin(), taps.begin() + std::ptrdiff_t(previous)}) *
+                    double(previous));
+  }
+  if (taps.size() > previous) {
+    Tensor induction = InductionLoss({taps.begin() + std::ptrdiff_t(previous), taps.end()},
+                                     InductionTargets(batch, kInductionMatch));
+    if (induction.defined()) parts.push_back(induction * double(taps.size() - previous));
+  }
+  if (parts.empty()) return {};
+  Tensor sum = parts[0];
+  for (size_t i = 1; i < parts.size(); ++i) sum = sum + parts[i];
+  return sum / double(taps.size());
+}
+
 }  // namespace
+
+Tensor InductionTargets(const Tensor& tokens, int64_t match) {
+  TORCH_CHECK(tokens.dim() == 2 && match >= 1, "InductionTargets: tokens [B, T], match >= 1");
+  Tensor ids = tokens.to(torch::kInt64).contiguous();
+  const int64_t B = ids.size(0), T = ids.size(1);
+  Tensor targets = torch::full({B, T}, int64_t{-1}, torch::kInt64);
+  auto in = ids.accessor<int64_t, 2>();
+  auto out = targets.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < B; ++b) {
+    // the run of `match` tokens ending at each position -> the latest position it ended at
+    std::map<std::vector<int64_t>, int64_t> last;
+    std::vector<int64_t> run(static_cast<size_t>(match));
+    for (int64_t t = match - 1; t < T; ++t) {
+      for (int64_t j = 0; j < match; ++j) run[size_t(j)] = in[b][t - match + 1 + j];
+      auto [it, fresh] = last.try_emplace(run, t);
+      if (!fresh) {
+        out[b][t] = it->second + 1;
+        it->second = t;
+      }
+    }
+  }
+  return targets;
+}
+
+Tensor InductionLoss(const std::vector<AttentionTap>& taps, const Tensor& targets) {
+  Tensor has = targets >= 0;
+  const int64_t count = has.sum().item<int64_t>();
+  if (count == 0) return {};
+  Tensor index = targets.clamp_min(0).unsqueeze(-1);  // [B, T, 1]
+  Tensor sum;
+  for (const AttentionTap& tap : taps) {
+    Tensor p = tap.probs.gather(2, index).squeeze(-1);  // [B, T]
+    Tensor nll = -(torch::log(p + 1e-9) * has.to(p.scalar_type())).sum() / double(count);
+    sum = sum.defined() ? sum + nll : nll;
+  }
+  return sum / double(taps.size());
+}
+
+absl::Status CheckHeads(const Geometry& g, const std::vector<HeadIndex>& heads) {
+  for (const HeadIndex& h : heads) {
+    if (h.layer >= g.num_layers || h.head >= g.num_heads) {
+      return absl::InvalidArgumentError(absl::StrCat("attention head ", h.layer, ".", h.head,
+                                                     ": the model has ", g.num_layers,
+                                                     " layers of ", g.num_heads, " query heads"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Tensor PreviousTokenLoss(const std::vector<AttentionTap>& taps) {
+  Tensor sum;
+  for (const AttentionTap& tap : taps) {
+    // the weight of key t-1 for every query t >= 1: the first subdiagonal, [B, T-1]
+    Tensor nll = -torch::log(tap.probs.diagonal(-1, 1, 2) + 1e-9).mean();
+    sum = sum.defined() ? sum + nll : nll;
+  }
+  return sum / double(taps.size());
+}
 
 double HeldoutLoss(const NeedleNet& net, const WeightMap& w, std::span<const int32_t> tokens,
                    int64_t ctx, int32_t bos_id, int64_t max_chunks) {
@@ -85,6 +165,13 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     return absl::InvalidArgumentError(
         "training schedule: need steps > warmup >= 0, steps >= qat_steps, batch > 0, seq >= 2");
   }
+  CACT_RETURN_IF_ERROR(CheckHeads(net.geometry(), opt.previous_token_heads));
+  CACT_RETURN_IF_ERROR(CheckHeads(net.geometry(), opt.induction_heads));
+  // the previous-token heads' taps first, then the induction heads'
+  std::vector<AttentionTap> taps;
+  for (const auto* heads : {&opt.previous_token_heads, &opt.induction_heads})
+    for (const HeadIndex& h : *heads) taps.push_back({h.layer, h.head, {}});
+  const size_t previous_taps = opt.previous_token_heads.size();
   // Weight decay on matrices only: decaying norm offsets and gates pulls them toward a
   // value that means nothing special.
   std::vector<Tensor> decayed, plain;
@@ -111,7 +198,7 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
   TrainSummary summary;
   const double start = Now();
   const int64_t log_every = std::max<int64_t>(1, opt.eval_every / 10);
-  double loss_sum = 0;
+  double loss_sum = 0, attention_sum = 0;
   int64_t loss_steps = 0;
   for (int64_t step = 0; step < opt.steps; ++step) {
     const bool qat = step >= opt.steps - opt.qat_steps;
@@ -123,8 +210,16 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     Tensor batch = SampleBatch(train_tokens, opt, rng);
     optimizer.zero_grad();
     WeightMap used = qat ? FakeQuantized(*weights, opt.qat) : *weights;
-    Tensor loss = NextTokenLoss(net.Logits(batch, used), batch);
-    loss.backward();
+    Tensor loss = NextTokenLoss(net.Logits(batch, used, {}, taps.empty() ? nullptr : &taps), batch);
+    Tensor total = loss;
+    if (!taps.empty()) {
+      Tensor attention = AttentionLoss(taps, previous_taps, batch);
+      if (attention.defined()) {
+        total = loss + opt.attention_loss_weight * attention;
+        attention_sum += attention.item<double>();
+      }
+    }
+    total.backward();
     torch::nn::utils::clip_grad_norm_(all, opt.clip);
     optimizer.step();
     loss_sum += loss.item<double>();
@@ -138,6 +233,7 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     p.tokens = (step + 1) * opt.batch * (opt.seq - 1);
     p.lr = lr;
     p.train_loss = loss_sum / double(loss_steps);
+    if (!taps.empty()) p.attention_loss = attention_sum / double(loss_steps);
     p.qat = qat;
     if (eval && !heldout_tokens.empty()) {
       WeightMap scored = qat ? FakeQuantized(*weights, opt.qat) : *weights;
@@ -150,7 +246,7 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
       }
     }
     p.seconds = Now() - start;
-    loss_sum = 0;
+    loss_sum = attention_sum = 0;
     loss_steps = 0;
     summary.curve.push_back(p);
     if (on_point) on_point(p, opt.steps);

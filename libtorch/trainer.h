@@ -15,6 +15,11 @@
 
 namespace cact::train {
 
+struct HeadIndex {
+  uint32_t layer = 0;
+  uint32_t head = 0;  // query head
+};
+
 struct TrainOptions {
   int64_t steps = 1000;       // optimizer steps in all, the quantization-aware ones included
   int64_t qat_steps = 0;      // the last qat_steps steps run on fake-quantized weights
@@ -32,7 +37,20 @@ struct TrainOptions {
                              // loss is over every held-out token given
   int32_t bos_id = 2;
   FakeQuantOptions qat;  // the scheme the quantization-aware phase fakes
+  // Attention losses that build the circuit copying from the context needs, which plain
+  // training forms slowly (docs/reference-model/tool-call-training.md): previous-token heads
+  // learn to look from each token at the one before it, induction heads from each token
+  // whose last kInductionMatch tokens occurred before at the token that followed them
+  // there. Each adds attention_loss_weight x its mean -log attention weight.
+  std::vector<HeadIndex> previous_token_heads;
+  std::vector<HeadIndex> induction_heads;
+  double attention_loss_weight = 1.0;
 };
+
+// How many tokens ending at a query must repeat an earlier run for an induction head to be
+// taught to look past that run: long enough that chance repeats of short pieces in ordinary
+// text rarely count.
+inline constexpr int64_t kInductionMatch = 3;
 
 struct CurvePoint {
   int64_t step = 0;
@@ -40,6 +58,8 @@ struct CurvePoint {
   double lr = 0;
   double train_loss = 0;      // mean over the steps since the previous point
   double heldout_loss = NAN;  // NaN when not evaluated at this point
+  double attention_loss = NAN;  // mean of the attention losses since the previous point; NaN
+                                // without attention heads
   double seconds = 0;
   bool qat = false;
 };
@@ -62,6 +82,22 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
                                    std::span<const int32_t> heldout_tokens, WeightMap* weights,
                                    const CurveCallback& on_point = nullptr,
                                    WeightMap* pre_qat = nullptr);
+
+// Every head exists in the geometry (layer < num_layers, query head < num_heads).
+absl::Status CheckHeads(const Geometry& g, const std::vector<HeadIndex>& heads);
+
+// Mean over the taps of -log(attention weight of key t-1 for query t), over t >= 1 and the
+// batch. Every tap must hold its probs (NeedleNet::Logits sets them).
+torch::Tensor PreviousTokenLoss(const std::vector<AttentionTap>& taps);
+
+// For tokens [B, T]: per query t, the key an induction head should look at: s + 1 for the
+// latest s < t whose `match` tokens ending at s equal those ending at t; -1 where there is
+// none ([B, T] int64).
+torch::Tensor InductionTargets(const torch::Tensor& tokens, int64_t match);
+
+// Mean over the taps and the queries with a target of -log(attention weight of the target).
+// Undefined when no query has one.
+torch::Tensor InductionLoss(const std::vector<AttentionTap>& taps, const torch::Tensor& targets);
 
 // Mean next-token NLL (nats) over `tokens` cut into chunks of ctx-1 tokens, each fed as BOS +
 // chunk[0..n-2] so every token of the chunk is predicted (cact-run perplexity's scoring).

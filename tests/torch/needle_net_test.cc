@@ -7,10 +7,11 @@
 #include <torch/torch.h>
 
 #include "formats/cact/cact_file.h"
+#include "libtorch/needle_net.h"
+#include "libtorch/trainer.h"
 #include "quant/dequant_export.h"
 #include "support/decode_cases.h"
 #include "torch_test_util.h"
-#include "libtorch/needle_net.h"
 
 namespace cact::testing {
 namespace {
@@ -107,6 +108,112 @@ TEST(NeedleNet, GradientsMatchFiniteDifferences) {
     ++checked;
   }
   EXPECT_EQ(checked, int(names.size()));
+}
+
+// A tap holds one head's attention weights: rows of probabilities over visible keys only
+// (causal, and the window with its sink), the same whether taken alone or beside other
+// heads' taps, and different from head to head.
+TEST(NeedleNet, AttentionTapHoldsOneHeadsWeights) {
+  FixtureNet f = LoadFixture("odd");
+  NeedleNet net(f.geometry);
+  ASSERT_GE(f.geometry.num_heads, 2u);
+  torch::NoGradGuard no_grad;
+  std::vector<int64_t> tokens = FixtureTokens64("odd", "s2");
+  torch::Tensor t = torch::tensor(tokens).unsqueeze(0);
+  const int64_t T = t.size(1), window = 5, sink = 2;
+  const uint32_t last = f.geometry.num_layers - 1, heads = f.geometry.num_heads;
+  std::vector<train::AttentionTap> taps = {{0, 0, {}}, {last, heads - 1, {}}, {0, 1, {}}};
+  torch::Tensor logits = net.Logits(t, f.weights, {window, sink}, &taps);
+  // taps change nothing in the forward
+  EXPECT_TRUE(torch::equal(logits, net.Logits(t, f.weights, {window, sink})));
+  for (const train::AttentionTap& tap : taps) {
+    SCOPED_TRACE(::testing::Message() << "layer " << tap.layer << " head " << tap.head);
+    ASSERT_TRUE(tap.probs.defined());
+    ASSERT_EQ(tap.probs.sizes(), torch::IntArrayRef({1, T, T}));
+    EXPECT_TRUE(torch::allclose(tap.probs.sum(-1), torch::ones({1, T}), 1e-5, 1e-5));
+    auto p = tap.probs.accessor<float, 3>();
+    for (int64_t q = 0; q < T; ++q) {
+      for (int64_t k = 0; k < T; ++k) {
+        const bool visible = k <= q && (q - k < window || k < sink);
+        if (visible) {
+          EXPECT_GT(p[0][q][k], 0.0f) << q << " " << k;
+        } else {
+          EXPECT_EQ(p[0][q][k], 0.0f) << q << " " << k;
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(torch::allclose(taps[0].probs, taps[2].probs));
+  std::vector<train::AttentionTap> alone = {{0, 1, {}}};
+  net.Logits(t, f.weights, {window, sink}, &alone);
+  EXPECT_TRUE(torch::equal(alone[0].probs, taps[2].probs));
+}
+
+// The previous-token loss is -log of the weight on key t-1, and its gradient reaches the
+// weights (float64 autograd against central differences, as above).
+TEST(NeedleNet, PreviousTokenLossAndItsGradient) {
+  FixtureNet f = LoadFixture("tiny");
+  NeedleNet net(f.geometry);
+  WeightMap w;
+  for (auto& [name, t] : f.weights) w[name] = t.to(torch::kFloat64).requires_grad_(true);
+  std::vector<int64_t> tokens = FixtureTokens64("tiny", "s2");
+  torch::Tensor t = torch::tensor(tokens).unsqueeze(0);
+  auto loss_of = [&](const WeightMap& m) {
+    std::vector<train::AttentionTap> taps = {{0, 0, {}}};
+    net.Logits(t, m, {}, &taps);
+    return std::make_pair(train::PreviousTokenLoss(taps), taps[0].probs);
+  };
+  auto [loss, probs] = loss_of(w);
+  // the definition, from the probabilities one by one
+  double want = 0;
+  const int64_t T = t.size(1);
+  for (int64_t q = 1; q < T; ++q) want -= std::log(probs[0][q][q - 1].item<double>() + 1e-9);
+  EXPECT_NEAR(loss.item<double>(), want / double(T - 1), 1e-12);
+  loss.backward();
+  for (const char* name : {"layer00.q_proj", "layer00.k_norm", "embedding"}) {
+    torch::Tensor p = w[name];
+    torch::Tensor g = p.grad().reshape({-1});
+    const int64_t i = g.abs().argmax().item<int64_t>();
+    const double analytic = g[i].item<double>();
+    ASSERT_GT(std::fabs(analytic), 1e-9) << name;
+    const double h = 1e-5 * std::max(1.0, std::fabs(p.reshape({-1})[i].item<double>()));
+    torch::NoGradGuard no_grad;
+    auto shifted = [&](double delta) {
+      WeightMap m = w;
+      torch::Tensor q = p.detach().clone();
+      q.reshape({-1})[i] += delta;
+      m[name] = q;
+      return loss_of(m).first.item<double>();
+    };
+    const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
+    EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::fabs(numeric))) << name;
+  }
+  // a later layer's weights play no part in layer 0's attention
+  EXPECT_FALSE(w["layer01.q_proj"].grad().defined() &&
+               w["layer01.q_proj"].grad().abs().max().item<double>() > 0);
+}
+
+// Induction targets by hand: the key after the latest earlier run of the same `match`
+// tokens, per row; none for a query whose run has not occurred before.
+TEST(NeedleNet, InductionTargetsPointPastTheLatestEarlierRun) {
+  //                         0  1  2  3  4  5  6  7  8  9 10 11
+  torch::Tensor tokens =
+      torch::tensor({{5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 7}, {1, 1, 1, 1, 2, 2, 2, 2, 3, 4, 5, 6}});
+  torch::Tensor three = train::InductionTargets(tokens, 3);
+  EXPECT_TRUE(torch::equal(three, torch::tensor({{-1, -1, -1, -1, -1, -1, 3, -1, -1, -1, 7, -1},
+                                                 {-1, -1, -1, 3, -1, -1, -1, 7, -1, -1, -1, -1}})))
+      << three;
+  torch::Tensor one = train::InductionTargets(tokens, 1);
+  EXPECT_TRUE(torch::equal(one[0], torch::tensor({-1, -1, -1, -1, 1, 2, 3, -1, 5, 6, 7, 11})))
+      << one;
+  // the loss averages -log p(target) over the queries with a target, whatever the others hold
+  torch::Tensor probs = torch::full({2, 12, 12}, 0.5);
+  probs[0][6][3] = 0.25;
+  probs[1][3][3] = 0.125;
+  std::vector<train::AttentionTap> taps = {{0, 0, probs}};
+  const double want = -(std::log(0.25) + std::log(0.5) + std::log(0.125) + std::log(0.5)) / 4;
+  EXPECT_NEAR(train::InductionLoss(taps, three).item<double>(), want, 1e-6);
+  EXPECT_FALSE(train::InductionLoss(taps, torch::full({2, 12}, int64_t{-1})).defined());
 }
 
 // The initial weights have the layout's shapes and the official starting values.

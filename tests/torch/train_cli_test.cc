@@ -6,6 +6,7 @@
 // relative on the PPL; a wrong chunking or tokenization moves it by far more).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -76,6 +77,43 @@ TEST(TrainCli, SameSeedSameWeights) {
   TempDir c;
   ASSERT_EQ(cact::testing::Run(TrainCommand(c, "--seed 1")).exit_code, 0);
   EXPECT_NE(ReadAll(a / "m.cact"), ReadAll(c / "m.cact"));
+}
+
+// Attention losses. A previous-token head: its loss is reported on every progress line and falls as
+// the head learns (from about ln of the visible keys to well below it); the heads must exist.
+TEST(TrainCli, AttentionLossesTrainTheNamedHeads) {
+  TempDir dir;
+  std::string cmd = TrainCommand(dir, "--previous-token-head 1.1");
+  cmd.replace(cmd.find(" -q "), 4, " ");
+  cmd.replace(cmd.find("--steps 12 --qat-steps 4"), 24, "--steps 40 --qat-steps 0");
+  CommandResult r = cact::testing::Run(cmd);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<double> losses;
+  for (size_t at = r.output.find("attention "); at != std::string::npos;
+       at = r.output.find("attention ", at + 1))
+    losses.push_back(NumberAfter(r.output.substr(at), "attention "));
+  ASSERT_GE(losses.size(), 4u) << r.output;
+  EXPECT_GT(losses.front(), 2.0) << r.output;
+  EXPECT_LT(losses.back(), 0.5 * losses.front()) << r.output;
+  for (const char* bad : {"2.0", "0.2", "0", "a.b", "0.0.0"}) {
+    r = cact::testing::Run(TrainCommand(dir, std::string("--previous-token-head ") + bad));
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << bad << ": " << r.output;
+  }
+  // an induction head trains too (its loss is noisy over so few steps: the definition is
+  // tested in needle_net_test.cc), and the heads and weight go into the model's metadata
+  r = cact::testing::Run(TrainCommand(
+      dir, "--previous-token-head 0.1 --induction-head 1.0 --attention-loss-weight 0.5"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto st = ReadSafetensors(dir / "m.safetensors");
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->metadata["previous_token_heads"], "0.1");
+  EXPECT_EQ(st->metadata["induction_heads"], "1.0");
+  EXPECT_EQ(st->metadata["attention_loss_weight"], "0.5");
+  r = cact::testing::Run(TrainCommand(dir, "--previous-token-head 2.0"));
+  EXPECT_NE(r.output.find("attention head 2.0: the model has 2 layers of 2 query heads"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(TrainCli, BadInputFailsCleanly) {

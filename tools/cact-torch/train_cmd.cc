@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/str_format.h"
@@ -38,6 +39,18 @@ std::string StemOf(const std::string& cact_path) {
       return cact_path.substr(0, cact_path.size() - e.size());
   }
   return cact_path;
+}
+
+// "LAYER.HEAD", both whole numbers; the geometry's bounds are checked by the trainer.
+std::optional<HeadIndex> ParseHeadIndex(const std::string& s) {
+  const size_t dot = s.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == s.size()) return std::nullopt;
+  const std::string layer = s.substr(0, dot), head = s.substr(dot + 1);
+  for (const std::string* part : {&layer, &head}) {
+    if (part->size() > 4 || part->find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+  }
+  return HeadIndex{uint32_t(std::stoul(layer)), uint32_t(std::stoul(head))};
 }
 
 std::string Duration(double s) {
@@ -95,6 +108,23 @@ void TrainCommand::Add(CLI::App& app) {
       ->check(tools::WholeIn(0, UINT64_MAX));
   sub_->add_option("--eval-every", opt_.eval_every, "held-out loss every N steps (default 100)")
       ->check(tools::WholeIn(1, INT32_MAX));
+  const CLI::Validator head_index(
+      [](std::string& s) -> std::string {
+        return ParseHeadIndex(s) ? "" : "must be LAYER.HEAD (e.g. 0.0), got '" + s + "'";
+      },
+      "LAYER.HEAD");
+  sub_->add_option("--previous-token-head", previous_token_heads_,
+                   "LAYER.HEAD (repeatable): also train this query head to look at the previous "
+                   "token")
+      ->check(head_index);
+  sub_->add_option("--induction-head", induction_heads_,
+                   "LAYER.HEAD (repeatable): also train this query head to look past an earlier "
+                   "occurrence of the last 3 tokens (with a previous-token head in an earlier "
+                   "layer: copying from the context)")
+      ->check(head_index);
+  sub_->add_option("--attention-loss-weight", opt_.attention_loss_weight,
+                   "weight of those heads' attention loss (default 1)")
+      ->check(tools::FiniteAtLeast(0));
   sub_->add_option("--scheme", scheme_,
                    "widths of the .cact and of the quantization-aware phase (default " +
                        std::string(kDefaultScheme) + ")");
@@ -116,6 +146,11 @@ int TrainCommand::Run() {
     return Fail(absl::InvalidArgumentError(absl::StrFormat(
         "--seq %d is longer than the geometry's max_seq_len %d", opt_.seq, geometry->max_seq_len)));
   }
+  for (const std::string& h : previous_token_heads_)
+    opt_.previous_token_heads.push_back(*ParseHeadIndex(h));
+  for (const std::string& h : induction_heads_) opt_.induction_heads.push_back(*ParseHeadIndex(h));
+  for (const auto* heads : {&opt_.previous_token_heads, &opt_.induction_heads})
+    if (auto s = CheckHeads(*geometry, *heads); !s.ok()) return Fail(s);
   data_.ctx = opt_.seq;  // held-out chunks as long as the training sequences
   if (!quiet_) std::fprintf(stderr, "reading and tokenizing the corpus...\n");
   auto data = train::LoadTrainingData(data_, *geometry);
@@ -147,8 +182,11 @@ int TrainCommand::Run() {
     if (quiet_) return;
     const double eta = p.seconds / double(p.step) * double(total - p.step);
     std::string line = absl::StrFormat(
-        "step %5d/%d  loss %.4f  lr %.2e  %s%6.0f tok/s  %s elapsed, eta %s", p.step, total,
-        p.train_loss, p.lr, p.qat ? "QAT  " : "", double(p.tokens) / std::max(p.seconds, 1e-9),
+        "step %5d/%d  loss %.4f  %slr %.2e  %s%6.0f tok/s  %s elapsed, eta %s", p.step, total,
+        p.train_loss,
+        std::isnan(p.attention_loss) ? std::string()
+                                     : absl::StrFormat("attention %.3f  ", p.attention_loss),
+        p.lr, p.qat ? "QAT  " : "", double(p.tokens) / std::max(p.seconds, 1e-9),
         Duration(p.seconds), Duration(eta));
     if (!std::isnan(p.heldout_loss))
       line +=
@@ -167,6 +205,11 @@ int TrainCommand::Run() {
       {"qat_steps", std::to_string(opt_.qat_steps)},
       {"corpus", data->description},
       {"heldout_loss", absl::StrFormat("%.6f", summary->final_heldout_loss)}};
+  if (!previous_token_heads_.empty())
+    meta["previous_token_heads"] = absl::StrJoin(previous_token_heads_, ",");
+  if (!induction_heads_.empty()) meta["induction_heads"] = absl::StrJoin(induction_heads_, ",");
+  if (!previous_token_heads_.empty() || !induction_heads_.empty())
+    meta["attention_loss_weight"] = absl::StrFormat("%g", opt_.attention_loss_weight);
   std::vector<std::string> written;
   if (!data->documents.empty()) {
     if (auto s = WriteManifest(stem + ".corpus.tsv", ManifestOf(data->documents)); !s.ok())
