@@ -3,14 +3,20 @@
 half takes copying from the context (an induction head), since nothing else predicts it.
 
   /usr/bin/python3 repeated_words.py OUT.txt SEED BYTES [--ids TOKENIZER.model]
+  /usr/bin/python3 repeated_words.py OUT_DIR SEED BYTES --shards
 
 Words: 3-9 random lower-case letters (a fifth of them capitalised) or a number 1-9999;
 2-24 words per half. With --ids a half is instead 8-48 random token ids (13-511) decoded with
-the tokenizer, and the halves are joined by " | ". Written beside OUT, then renamed over it."""
+the tokenizer, and the halves are joined by " | ". Written beside OUT, then renamed over it.
+With --shards the lines go to OUT_DIR/00.txt, 01.txt, ... instead: each past 600 kB (under
+the corpus reader's 1 MiB) and one the corpus split keeps for training, so the directory can
+be given to `cact-torch train --corpus` without a line entering the held-out text."""
 import random
 import sys
 
-from tool_call_data import write_atomically
+import os
+
+from tool_call_data import held_out_by_corpus, write_atomically
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -23,8 +29,25 @@ def word(rng):
     return w.capitalize() if r < 0.35 else w
 
 
+def write_shards(out_dir, lines):
+    """Lines into out_dir/NN.txt, each shard past 600 kB and kept by the corpus split (a
+    shard the split would hold out takes the next line too; the last one may end short)."""
+    os.makedirs(out_dir, exist_ok=True)
+    shard, n = "", 0
+    for i, line in enumerate(lines):
+        shard += line + "\n"
+        if (len(shard.encode()) > 600_000 or i == len(lines) - 1) and not held_out_by_corpus(shard):
+            write_atomically(os.path.join(out_dir, "%02d.txt" % n), shard)
+            shard, n = "", n + 1
+    if shard:  # the split holds out every ending of the tail: leave it out
+        print("repeated_words: %d bytes at the end left out (held out by the corpus split)"
+              % len(shard.encode()), file=sys.stderr)
+
+
 def main():
-    if len(sys.argv) not in (4, 6) or (len(sys.argv) == 6 and sys.argv[4] != "--ids"):
+    shards = len(sys.argv) == 5 and sys.argv[4] == "--shards"
+    if len(sys.argv) not in (4, 5, 6) or (len(sys.argv) == 5 and not shards) or (
+            len(sys.argv) == 6 and sys.argv[4] != "--ids"):
         print(__doc__, file=sys.stderr)
         return 2
     out = sys.argv[1]
@@ -55,7 +78,10 @@ def main():
             lines.append(half + ". " + half + ".")
         n += len(lines[-1]) + 1
     try:
-        write_atomically(out, "\n".join(lines) + "\n")
+        if shards:
+            write_shards(out, lines)
+        else:
+            write_atomically(out, "\n".join(lines) + "\n")
     except OSError as e:
         print("repeated_words: %s" % e, file=sys.stderr)
         return 2
