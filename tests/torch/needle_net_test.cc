@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <functional>
+
 #include "formats/cact/cact_file.h"
 #include "libtorch/needle_net.h"
 #include "libtorch/trainer.h"
@@ -32,6 +34,30 @@ FixtureNet LoadFixture(const std::string& kase) {
   auto w = train::FromSafetensors(*st, file->geometry(), kase);
   EXPECT_TRUE(w.ok()) << w.status();
   return {file->geometry(), *w};
+}
+
+// The autograd gradient of `loss_of` (already backpropagated into w) at the entry of tensor
+// `name` where it is largest (a zero gradient would prove nothing), against a central
+// difference in float64: rel 1e-6.
+void ExpectGradientMatchesFiniteDifference(
+    const WeightMap& w, const std::string& name,
+    const std::function<torch::Tensor(const WeightMap&)>& loss_of) {
+  const torch::Tensor& p = w.at(name);
+  torch::Tensor g = p.grad().reshape({-1});
+  const int64_t i = g.abs().argmax().item<int64_t>();
+  const double analytic = g[i].item<double>();
+  ASSERT_GT(std::fabs(analytic), 1e-9) << name;
+  const double h = 1e-5 * std::max(1.0, std::fabs(p.reshape({-1})[i].item<double>()));
+  torch::NoGradGuard no_grad;
+  auto shifted = [&](double delta) {
+    WeightMap m = w;
+    torch::Tensor q = p.detach().clone();
+    q.reshape({-1})[i] += delta;
+    m[name] = q;
+    return loss_of(m).item<double>();
+  };
+  const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
+  EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::fabs(numeric))) << name;
 }
 
 class NeedleNetFixture : public ::testing::TestWithParam<std::string> {};
@@ -88,23 +114,7 @@ TEST(NeedleNet, GradientsMatchFiniteDifferences) {
   int checked = 0;
   for (const std::string& name : names) {
     ASSERT_TRUE(w.count(name)) << name;
-    torch::Tensor p = w[name];
-    torch::Tensor g = p.grad().reshape({-1});
-    // the entry with the largest gradient (a zero gradient would prove nothing)
-    const int64_t i = g.abs().argmax().item<int64_t>();
-    const double analytic = g[i].item<double>();
-    ASSERT_GT(std::fabs(analytic), 1e-9) << name;
-    const double h = 1e-5 * std::max(1.0, std::fabs(p.reshape({-1})[i].item<double>()));
-    torch::NoGradGuard no_grad;
-    auto shifted = [&](double delta) {
-      WeightMap m = w;
-      torch::Tensor q = p.detach().clone();
-      q.reshape({-1})[i] += delta;
-      m[name] = q;
-      return loss_of(m).item<double>();
-    };
-    const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
-    EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::fabs(numeric))) << name;
+    ExpectGradientMatchesFiniteDifference(w, name, loss_of);
     ++checked;
   }
   EXPECT_EQ(checked, int(names.size()));
@@ -170,24 +180,9 @@ TEST(NeedleNet, PreviousTokenLossAndItsGradient) {
   for (int64_t q = 1; q < T; ++q) want -= std::log(probs[0][q][q - 1].item<double>() + 1e-9);
   EXPECT_NEAR(loss.item<double>(), want / double(T - 1), 1e-12);
   loss.backward();
-  for (const char* name : {"layer00.q_proj", "layer00.k_norm", "embedding"}) {
-    torch::Tensor p = w[name];
-    torch::Tensor g = p.grad().reshape({-1});
-    const int64_t i = g.abs().argmax().item<int64_t>();
-    const double analytic = g[i].item<double>();
-    ASSERT_GT(std::fabs(analytic), 1e-9) << name;
-    const double h = 1e-5 * std::max(1.0, std::fabs(p.reshape({-1})[i].item<double>()));
-    torch::NoGradGuard no_grad;
-    auto shifted = [&](double delta) {
-      WeightMap m = w;
-      torch::Tensor q = p.detach().clone();
-      q.reshape({-1})[i] += delta;
-      m[name] = q;
-      return loss_of(m).first.item<double>();
-    };
-    const double numeric = (shifted(h) - shifted(-h)) / (2 * h);
-    EXPECT_NEAR(analytic, numeric, 1e-6 * std::max(1.0, std::fabs(numeric))) << name;
-  }
+  auto loss_only = [&](const WeightMap& m) { return loss_of(m).first; };
+  for (const char* name : {"layer00.q_proj", "layer00.k_norm", "embedding"})
+    ExpectGradientMatchesFiniteDifference(w, name, loss_only);
   // a later layer's weights play no part in layer 0's attention
   EXPECT_FALSE(w["layer01.q_proj"].grad().defined() &&
                w["layer01.q_proj"].grad().abs().max().item<double>() > 0);
