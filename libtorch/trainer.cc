@@ -40,20 +40,31 @@ Tensor SampleBatch(std::span<const int32_t> stream, const TrainOptions& o, std::
   return batch;
 }
 
-// The mean of the attention losses of the taps: [0, previous) previous-token heads, the
-// rest induction heads. Undefined when none applies (no induction target in the batch and
-// no previous-token head).
-Tensor AttentionLoss(const std::vector<AttentionTap>& taps, size_t previous, const Tensor& batch) {
+// The taps' heads by what they are taught, in the order of the taps.
+struct TapKinds {
+  size_t previous = 0, induction = 0, copy = 0;
+};
+
+// The mean of the attention losses of the taps (previous-token, then induction, then copy
+// heads). Undefined when none applies (no target in the batch and no previous-token head).
+Tensor AttentionLoss(const std::vector<AttentionTap>& taps, const TapKinds& kinds,
+                     std::span<const int64_t> copy_classes, const Tensor& batch) {
   std::vector<Tensor> parts;
-  if (previous > 0) {
-    parts.push_back(PreviousTokenLoss({taps.begin(), taps.begin() + std::ptrdiff_t(previous)}) *
-                    double(previous));
-  }
-  if (taps.size() > previous) {
-    Tensor induction = InductionLoss({taps.begin() + std::ptrdiff_t(previous), taps.end()},
-                                     InductionTargets(batch, kInductionMatch));
-    if (induction.defined()) parts.push_back(induction * double(taps.size() - previous));
-  }
+  auto first = taps.begin();
+  // one kind of head: [first, first + count), weighted by its number of heads
+  auto add = [&](size_t count, auto loss_of) {
+    if (count == 0) return;
+    Tensor loss = loss_of(std::vector<AttentionTap>(first, first + std::ptrdiff_t(count)));
+    if (loss.defined()) parts.push_back(loss * double(count));
+    first += std::ptrdiff_t(count);
+  };
+  add(kinds.previous, [](const auto& heads) { return PreviousTokenLoss(heads); });
+  add(kinds.induction, [&](const auto& heads) {
+    return TargetAttentionLoss(heads, InductionTargets(batch, kInductionMatch));
+  });
+  add(kinds.copy, [&](const auto& heads) {
+    return TargetAttentionLoss(heads, CopyTargets(batch, kInductionMatch, copy_classes));
+  });
   if (parts.empty()) return {};
   Tensor sum = parts[0];
   for (size_t i = 1; i < parts.size(); ++i) sum = sum + parts[i];
@@ -62,30 +73,68 @@ Tensor AttentionLoss(const std::vector<AttentionTap>& taps, size_t previous, con
 
 }  // namespace
 
+namespace {
+
+// The `match` tokens of row `b` from `start` on.
+std::vector<int64_t> RunAt(const torch::TensorAccessor<int64_t, 2>& ids, int64_t b, int64_t start,
+                           int64_t match) {
+  std::vector<int64_t> run(static_cast<size_t>(match));
+  for (int64_t j = 0; j < match; ++j) run[size_t(j)] = ids[b][start + j];
+  return run;
+}
+
+// For ids [B, T]: per row, `row(b, out)` sets the targets of the row's queries; -1 elsewhere.
+template <typename Row>
+Tensor TargetsPerRow(const Tensor& ids, Row row) {
+  Tensor targets = torch::full({ids.size(0), ids.size(1)}, int64_t{-1}, torch::kInt64);
+  auto out = targets.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < ids.size(0); ++b) row(b, out);
+  return targets;
+}
+
+}  // namespace
+
 Tensor InductionTargets(const Tensor& tokens, int64_t match) {
   TORCH_CHECK(tokens.dim() == 2 && match >= 1, "InductionTargets: tokens [B, T], match >= 1");
-  Tensor ids = tokens.to(torch::kInt64).contiguous();
-  const int64_t B = ids.size(0), T = ids.size(1);
-  Tensor targets = torch::full({B, T}, int64_t{-1}, torch::kInt64);
-  auto in = ids.accessor<int64_t, 2>();
-  auto out = targets.accessor<int64_t, 2>();
-  for (int64_t b = 0; b < B; ++b) {
+  const Tensor ids = tokens.to(torch::kInt64).contiguous();
+  const auto in = ids.accessor<int64_t, 2>();
+  return TargetsPerRow(ids, [&](int64_t b, auto& out) {
     // the run of `match` tokens ending at each position -> the latest position it ended at
     std::map<std::vector<int64_t>, int64_t> last;
-    std::vector<int64_t> run(static_cast<size_t>(match));
-    for (int64_t t = match - 1; t < T; ++t) {
-      for (int64_t j = 0; j < match; ++j) run[size_t(j)] = in[b][t - match + 1 + j];
-      auto [it, fresh] = last.try_emplace(run, t);
+    for (int64_t t = match - 1; t < ids.size(1); ++t) {
+      auto [it, fresh] = last.try_emplace(RunAt(in, b, t - match + 1, match), t);
       if (!fresh) {
         out[b][t] = it->second + 1;
         it->second = t;
       }
     }
-  }
-  return targets;
+  });
 }
 
-Tensor InductionLoss(const std::vector<AttentionTap>& taps, const Tensor& targets) {
+Tensor CopyTargets(const Tensor& tokens, int64_t match, std::span<const int64_t> classes) {
+  TORCH_CHECK(tokens.dim() == 2 && match >= 1, "CopyTargets: tokens [B, T], match >= 1");
+  Tensor ids = tokens.to(torch::kInt64).contiguous();
+  if (!classes.empty()) {
+    TORCH_CHECK(ids.numel() == 0 || (ids.min().item<int64_t>() >= 0 &&
+                                     ids.max().item<int64_t>() < int64_t(classes.size())),
+                "CopyTargets: a token without a class");
+    Tensor table = torch::from_blob(const_cast<int64_t*>(classes.data()), {int64_t(classes.size())},
+                                    torch::kInt64);
+    ids = table.index_select(0, ids.flatten()).view(ids.sizes()).contiguous();
+  }
+  const auto in = ids.accessor<int64_t, 2>();
+  return TargetsPerRow(ids, [&](int64_t b, auto& out) {
+    // the run of `match` tokens starting at each position, once it ends at or before the
+    // query -> the latest such start
+    std::map<std::vector<int64_t>, int64_t> last;
+    for (int64_t t = 0; t + match < ids.size(1); ++t) {
+      if (const int64_t s = t - match + 1; s >= 0) last[RunAt(in, b, s, match)] = s;
+      if (auto it = last.find(RunAt(in, b, t + 1, match)); it != last.end()) out[b][t] = it->second;
+    }
+  });
+}
+
+Tensor TargetAttentionLoss(const std::vector<AttentionTap>& taps, const Tensor& targets) {
   Tensor has = targets >= 0;
   const int64_t count = has.sum().item<int64_t>();
   if (count == 0) return {};
@@ -167,11 +216,13 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
   }
   CACT_RETURN_IF_ERROR(CheckHeads(net.geometry(), opt.previous_token_heads));
   CACT_RETURN_IF_ERROR(CheckHeads(net.geometry(), opt.induction_heads));
-  // the previous-token heads' taps first, then the induction heads'
+  CACT_RETURN_IF_ERROR(CheckHeads(net.geometry(), opt.copy_heads));
+  // the previous-token heads' taps first, then the induction heads', then the copy heads'
   std::vector<AttentionTap> taps;
-  for (const auto* heads : {&opt.previous_token_heads, &opt.induction_heads})
+  for (const auto* heads : {&opt.previous_token_heads, &opt.induction_heads, &opt.copy_heads})
     for (const HeadIndex& h : *heads) taps.push_back({h.layer, h.head, {}});
-  const size_t previous_taps = opt.previous_token_heads.size();
+  const TapKinds tap_kinds{opt.previous_token_heads.size(), opt.induction_heads.size(),
+                           opt.copy_heads.size()};
   // Weight decay on matrices only: decaying norm offsets and gates pulls them toward a
   // value that means nothing special.
   std::vector<Tensor> decayed, plain;
@@ -213,7 +264,7 @@ absl::StatusOr<TrainSummary> Train(const NeedleNet& net, const TrainOptions& opt
     Tensor loss = NextTokenLoss(net.Logits(batch, used, {}, taps.empty() ? nullptr : &taps), batch);
     Tensor total = loss;
     if (!taps.empty()) {
-      Tensor attention = AttentionLoss(taps, previous_taps, batch);
+      Tensor attention = AttentionLoss(taps, tap_kinds, opt.copy_classes, batch);
       if (attention.defined()) {
         total = loss + opt.attention_loss_weight * attention;
         attention_sum += attention.item<double>();

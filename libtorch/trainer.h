@@ -41,9 +41,14 @@ struct TrainOptions {
   // training forms slowly (docs/reference-model/tool-call-training.md): previous-token heads
   // learn to look from each token at the one before it, induction heads from each token
   // whose last kInductionMatch tokens occurred before at the token that followed them
-  // there. Each adds attention_loss_weight x its mean -log attention weight.
+  // there, copy heads from each token at the latest earlier occurrence of the kInductionMatch
+  // tokens that follow it (where what comes next already stood: a value in a query that a
+  // call repeats). Each adds attention_loss_weight x its mean -log attention weight.
   std::vector<HeadIndex> previous_token_heads;
   std::vector<HeadIndex> induction_heads;
+  std::vector<HeadIndex> copy_heads;
+  std::vector<int64_t> copy_classes;  // per token id, what copy heads match (empty: the ids;
+                                      // train/training_data.h WithoutWordStart)
   double attention_loss_weight = 1.0;
 };
 
@@ -95,9 +100,17 @@ torch::Tensor PreviousTokenLoss(const std::vector<AttentionTap>& taps);
 // none ([B, T] int64).
 torch::Tensor InductionTargets(const torch::Tensor& tokens, int64_t match);
 
+// For tokens [B, T]: per query t, the key a copy head should look at: the latest s with
+// s + match - 1 <= t whose `match` tokens starting at s equal tokens t+1 .. t+match; -1
+// where there is none or fewer than `match` tokens follow t ([B, T] int64). With `classes`
+// (per token id), tokens match when their classes do.
+torch::Tensor CopyTargets(const torch::Tensor& tokens, int64_t match,
+                          std::span<const int64_t> classes = {});
+
 // Mean over the taps and the queries with a target of -log(attention weight of the target).
 // Undefined when no query has one.
-torch::Tensor InductionLoss(const std::vector<AttentionTap>& taps, const torch::Tensor& targets);
+torch::Tensor TargetAttentionLoss(const std::vector<AttentionTap>& taps,
+                                  const torch::Tensor& targets);
 
 // Mean next-token NLL (nats) over `tokens` cut into chunks of ctx-1 tokens, each fed as BOS +
 // chunk[0..n-2] so every token of the chunk is predicted (cact-run perplexity's scoring).

@@ -1,5 +1,6 @@
 #include "train/training_data.h"
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +42,22 @@ absl::Status LoadTextFiles(const TrainingDataOptions& o, std::vector<Document>* 
 }
 
 }  // namespace
+
+std::vector<int64_t> WithoutWordStart(const TokenizerBlob& blob) {
+  constexpr std::string_view kWordStart = "\xE2\x96\x81";  // U+2581
+  absl::flat_hash_map<std::string_view, int64_t> ids;
+  for (size_t i = 0; i < blob.pieces.size(); ++i)
+    if (blob.pieces[i].type == PieceType::kNormal)
+      ids.try_emplace(blob.pieces[i].surface, int64_t(i));
+  std::vector<int64_t> out(blob.pieces.size());
+  for (size_t i = 0; i < blob.pieces.size(); ++i) {
+    const std::string_view s = blob.pieces[i].surface;
+    out[i] = int64_t(i);
+    if (blob.pieces[i].type != PieceType::kNormal || !s.starts_with(kWordStart)) continue;
+    if (auto it = ids.find(s.substr(kWordStart.size())); it != ids.end()) out[i] = it->second;
+  }
+  return out;
+}
 
 absl::StatusOr<TrainingTokenizer> LoadTrainingTokenizer(const std::string& path) {
   TrainingTokenizer t;

@@ -47,6 +47,11 @@ struct TrainingTokenizer {
 // A SentencePiece .model, or the built-in 512-piece Debian tokenizer for an empty path.
 absl::StatusOr<TrainingTokenizer> LoadTrainingTokenizer(const std::string& path);
 
+// Per piece id, the id its text has without a word start: "\u2581doxy" -> "doxy" where the
+// vocabulary has that piece, else the piece's own id. A value copied from a sentence into a
+// JSON string loses its word start, so a copy head matches runs of these.
+std::vector<int64_t> WithoutWordStart(const TokenizerBlob& blob);
+
 // The tokens `cact-run perplexity -f TEXT --ctx ctx --chunks max_chunks` scores: Encode(text)
 // cut to its first max_chunks chunks of ctx-1 tokens (0 = all).
 std::vector<int32_t> ScoredTokens(const Tokenizer& tok, std::string_view text, int64_t ctx,

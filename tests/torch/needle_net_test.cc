@@ -207,8 +207,30 @@ TEST(NeedleNet, InductionTargetsPointPastTheLatestEarlierRun) {
   probs[1][3][3] = 0.125;
   std::vector<train::AttentionTap> taps = {{0, 0, probs}};
   const double want = -(std::log(0.25) + std::log(0.5) + std::log(0.125) + std::log(0.5)) / 4;
-  EXPECT_NEAR(train::InductionLoss(taps, three).item<double>(), want, 1e-6);
-  EXPECT_FALSE(train::InductionLoss(taps, torch::full({2, 12}, int64_t{-1})).defined());
+  EXPECT_NEAR(train::TargetAttentionLoss(taps, three).item<double>(), want, 1e-6);
+  EXPECT_FALSE(train::TargetAttentionLoss(taps, torch::full({2, 12}, int64_t{-1})).defined());
+}
+
+// Copy targets by hand: the latest earlier start of the `match` tokens that follow the
+// query, the run ending at the query at the latest; none near the end of the row.
+TEST(NeedleNet, CopyTargetsPointAtTheLatestEarlierRunOfWhatFollows) {
+  //                         0  1  2  3  4  5  6  7  8  9 10 11
+  torch::Tensor tokens =
+      torch::tensor({{5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 7}, {1, 2, 3, 1, 2, 3, 9, 1, 2, 3, 0, 0}});
+  torch::Tensor three = train::CopyTargets(tokens, 3);
+  EXPECT_TRUE(torch::equal(three, torch::tensor({{-1, -1, -1, 0, -1, -1, -1, 4, -1, -1, -1, -1},
+                                                 {-1, -1, 0, -1, -1, -1, 3, -1, -1, -1, -1, -1}})))
+      << three;
+  torch::Tensor one = train::CopyTargets(tokens, 1);
+  EXPECT_TRUE(torch::equal(one[0], torch::tensor({-1, -1, -1, 0, 1, 2, -1, 4, 5, 6, 10, -1})))
+      << one;
+  // with classes, tokens match by class: 9 stands for 5 here
+  std::vector<int64_t> classes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 5};
+  torch::Tensor row = torch::tensor({{5, 6, 7, 1, 9, 6, 7, 0}});
+  EXPECT_TRUE(torch::equal(train::CopyTargets(row, 3, classes),
+                           torch::tensor({{-1, -1, -1, 0, -1, -1, -1, -1}})));
+  EXPECT_TRUE(
+      torch::equal(train::CopyTargets(row, 3), torch::tensor({{-1, -1, -1, -1, -1, -1, -1, -1}})));
 }
 
 // The initial weights have the layout's shapes and the official starting values.

@@ -102,18 +102,23 @@ TEST(TrainCli, AttentionLossesTrainTheNamedHeads) {
   }
   // an induction head trains too (its loss is noisy over so few steps: the definition is
   // tested in needle_net_test.cc), and the heads and weight go into the model's metadata
-  r = cact::testing::Run(TrainCommand(
-      dir, "--previous-token-head 0.1 --induction-head 1.0 --attention-loss-weight 0.5"));
+  r = cact::testing::Run(TrainCommand(dir,
+                                      "--previous-token-head 0.1 --induction-head 1.0 --copy-head "
+                                      "1.1 --attention-loss-weight 0.5"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto st = ReadSafetensors(dir / "m.safetensors");
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->metadata["previous_token_heads"], "0.1");
   EXPECT_EQ(st->metadata["induction_heads"], "1.0");
+  EXPECT_EQ(st->metadata["copy_heads"], "1.1");
   EXPECT_EQ(st->metadata["attention_loss_weight"], "0.5");
-  r = cact::testing::Run(TrainCommand(dir, "--previous-token-head 2.0"));
-  EXPECT_NE(r.output.find("attention head 2.0: the model has 2 layers of 2 query heads"),
-            std::string::npos)
-      << r.output;
+  for (const char* option : {"--previous-token-head", "--induction-head", "--copy-head"}) {
+    r = cact::testing::Run(TrainCommand(dir, std::string(option) + " 2.0"));
+    EXPECT_EQ(r.exit_code, 2) << option << ": " << r.output;
+    EXPECT_NE(r.output.find("attention head 2.0: the model has 2 layers of 2 query heads"),
+              std::string::npos)
+        << option << ": " << r.output;
+  }
 }
 
 TEST(TrainCli, BadInputFailsCleanly) {

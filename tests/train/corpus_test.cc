@@ -22,6 +22,7 @@
 #include "support/test_support.h"
 #include "train/corpus_manifest.h"
 #include "train/corpus_tokens.h"
+#include "train/training_data.h"
 
 namespace cact::train {
 namespace {
@@ -452,6 +453,37 @@ print(repr(float(np.exp(np.mean(-np.log(p[held]))))))
   const double oracle = std::stod(r.output);
   EXPECT_NEAR(*ours / oracle, 1.0, 1e-12) << *ours << " vs " << oracle;
   EXPECT_GT(oracle, 20.0);  // a unigram over 512 pieces is far from certain
+}
+
+// A word-start piece maps to the piece of its text without the word start where the
+// vocabulary has one; every other piece to itself.
+TEST(WithoutWordStart, MapsWordStartPiecesToTheirBarePieces) {
+  const Tokenizer tok = SmallTokenizer();
+  const std::vector<int64_t> bare = WithoutWordStart(tok.blob());
+  ASSERT_EQ(bare.size(), size_t(tok.vocab_size()));
+  // "doxygen" in a sentence starts with "\u2581d", in a JSON string with "d"
+  const std::vector<std::string> in_sentence = tok.EncodeAsPieces("find doxygen");
+  const std::vector<std::string> in_json = tok.EncodeAsPieces("\"doxygen");
+  ASSERT_EQ(in_sentence.size(), 9u);
+  ASSERT_EQ(in_json.size(), 8u);
+  ASSERT_EQ(in_sentence[3],
+            "\xE2\x96\x81"
+            "d");
+  ASSERT_EQ(in_json[2], "d");
+  const int32_t word_start_d = tok.PieceToId(in_sentence[3]);
+  const int32_t bare_d = tok.PieceToId(in_json[2]);
+  EXPECT_NE(word_start_d, bare_d);
+  EXPECT_EQ(bare[size_t(word_start_d)], bare_d);
+  EXPECT_EQ(bare[size_t(bare_d)], bare_d);
+  size_t mapped = 0;
+  for (size_t i = 0; i < bare.size(); ++i) {
+    const std::string& piece = tok.IdToPiece(int32_t(i));
+    if (bare[i] == int64_t(i)) continue;
+    ++mapped;
+    EXPECT_EQ("\xE2\x96\x81" + tok.IdToPiece(int32_t(bare[i])), piece) << i;
+  }
+  EXPECT_GT(mapped, 20u);  // most short word starts have a bare twin
+  EXPECT_EQ(bare[size_t(tok.bos_id())], tok.bos_id());
 }
 
 }  // namespace

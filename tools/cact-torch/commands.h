@@ -31,7 +31,7 @@ class TrainCommand : public Subcommand {
  private:
   train::TrainingDataOptions data_;
   train::TrainOptions opt_;
-  std::vector<std::string> previous_token_heads_, induction_heads_;  // LAYER.HEAD
+  std::vector<std::string> previous_token_heads_, induction_heads_, copy_heads_;  // LAYER.HEAD
   std::string geometry_ = "reference", output_, scheme_ = "embedding=4,mhc=4,default=2";
   int threads_ = 0;
   bool quiet_ = false;

@@ -122,6 +122,11 @@ void TrainCommand::Add(CLI::App& app) {
                    "occurrence of the last 3 tokens (with a previous-token head in an earlier "
                    "layer: copying from the context)")
       ->check(head_index);
+  sub_->add_option("--copy-head", copy_heads_,
+                   "LAYER.HEAD (repeatable): also train this query head to look at the latest "
+                   "earlier occurrence of the 3 tokens that follow (where a value it is to repeat "
+                   "stood, such as a city in a query)")
+      ->check(head_index);
   sub_->add_option("--attention-loss-weight", opt_.attention_loss_weight,
                    "weight of those heads' attention loss (default 1)")
       ->check(tools::FiniteAtLeast(0));
@@ -149,12 +154,14 @@ int TrainCommand::Run() {
   for (const std::string& h : previous_token_heads_)
     opt_.previous_token_heads.push_back(*ParseHeadIndex(h));
   for (const std::string& h : induction_heads_) opt_.induction_heads.push_back(*ParseHeadIndex(h));
-  for (const auto* heads : {&opt_.previous_token_heads, &opt_.induction_heads})
+  for (const std::string& h : copy_heads_) opt_.copy_heads.push_back(*ParseHeadIndex(h));
+  for (const auto* heads : {&opt_.previous_token_heads, &opt_.induction_heads, &opt_.copy_heads})
     if (auto s = CheckHeads(*geometry, *heads); !s.ok()) return Fail(s);
   data_.ctx = opt_.seq;  // held-out chunks as long as the training sequences
   if (!quiet_) std::fprintf(stderr, "reading and tokenizing the corpus...\n");
   auto data = train::LoadTrainingData(data_, *geometry);
   if (!data.ok()) return Fail(data.status());
+  if (!opt_.copy_heads.empty()) opt_.copy_classes = train::WithoutWordStart(data->tokenizer_blob);
   const torchscript::ThreadSettings pools = torchscript::ConfigureThreads(threads_);
   // Training runs elementwise work as large as its matrix products: both pools get T.
   torch::set_num_threads(pools.total);
@@ -208,7 +215,8 @@ int TrainCommand::Run() {
   if (!previous_token_heads_.empty())
     meta["previous_token_heads"] = absl::StrJoin(previous_token_heads_, ",");
   if (!induction_heads_.empty()) meta["induction_heads"] = absl::StrJoin(induction_heads_, ",");
-  if (!previous_token_heads_.empty() || !induction_heads_.empty())
+  if (!copy_heads_.empty()) meta["copy_heads"] = absl::StrJoin(copy_heads_, ",");
+  if (!previous_token_heads_.empty() || !induction_heads_.empty() || !copy_heads_.empty())
     meta["attention_loss_weight"] = absl::StrFormat("%g", opt_.attention_loss_weight);
   std::vector<std::string> written;
   if (!data->documents.empty()) {
