@@ -14,6 +14,8 @@ Writes into OUT_DIR (deterministic for a seed):
                            reader's limit), each a training document of the corpus split
 
 Held-out values are chosen by a hash of the value, so they do not depend on list order.
+Training rows are dressed (openings, closings, case) and half their cities and package names
+are built for the row, so values must be copied from the query rather than memorised.
 Usage: /usr/bin/python3 tool_call_data.py OUT_DIR [--train N] [--heldout N] [--seed S]"""
 import argparse, hashlib, json, os, random, stat, sys, tempfile
 
@@ -71,6 +73,15 @@ WEATHER_TRAIN = [
     "Any snow in {} today?", "{} weather", "I'm flying to {}, what's the weather there?",
     "What temperature is it in {}?", "Can you look up the weather in {}?", "Is it windy in {}?",
     "Current conditions in {}?", "How is the weather over in {}?", "weather {} now",
+    "Will it rain in {} today?", "What's the temperature in {}?", "Is it hot in {}?",
+    "Forecast {}", "How humid is it in {}?", "Is it foggy in {} this morning?",
+    "Weather report for {}", "Get the weather in {}", "Look up the weather for {}",
+    "Is it snowing in {}?", "What are the conditions like in {}?", "Will I need sunglasses in {}?",
+    "How many degrees is it in {}?", "Is it stormy in {}?", "I'm in {}, is it going to rain?",
+    "Temperature in {}", "{}: weather?", "Could you check the weather in {} for me?",
+    "My sister lives in {}. How is the weather there?", "Show the weather for {}",
+    "Is it nice out in {}?", "What's the weather doing in {}?", "Is it freezing in {}?",
+    "Do you know the weather in {}?", "Tell me how the weather is in {}",
 ]
 WEATHER_HELDOUT = [
     "Should I bring a jacket in {}?", "Report the weather conditions for {}.",
@@ -84,6 +95,14 @@ TIMER_TRAIN = [
     "I need a timer of {} minutes", "Give me {} minutes on the clock", "Start timing {} minutes",
     "Alert me after {} minutes", "{} minute timer", "Put a timer on for {} minutes.",
     "Set an alarm to go off in {} minutes", "Time {} minutes for the pasta", "Start the countdown: {} minutes",
+    "Timer for {} minutes", "Please set a timer of {} minutes", "Make a timer for {} minutes",
+    "Can I get a {} minute timer?", "{} minutes timer please", "Set timer {} minutes",
+    "Remind me in {} minutes to check the oven", "Start a countdown for {} minutes",
+    "Tell me when {} minutes have gone by", "Set a timer, {} minutes", "I want a {}-minute countdown",
+    "Buzz me in {} minutes", "Create a timer for {} minutes", "Countdown of {} minutes please",
+    "Notify me in {} minutes", "Give me a {} minute reminder", "The tea needs {} minutes, set a timer",
+    "Start a timer: {} min", "Could you set a {} minute timer?", "Set the timer to {} minutes",
+    "Timer please, {} minutes", "Start {} minutes on the timer", "Go off in {} minutes",
 ]
 TIMER_HELDOUT = [
     "Ping me once {} minutes have passed.", "Let me know when {} minutes are up",
@@ -97,6 +116,14 @@ PACKAGE_TRAIN = [
     "I need the {} package", "Get details on package {}", "Where do I get {} on Debian?",
     "Look up the Debian package called {}.", "find package {}", "Query the package {}",
     "Do we have {} in Debian?",
+    "Is there a Debian package named {}?", "Search Debian for {}", "Look for the package {}",
+    "Can I install {} on Debian?", "Is {} available in Debian?", "Find me {} in the Debian archive",
+    "What version of {} does Debian have?", "Details of the {} package please", "Lookup package {}",
+    "Does Debian ship {}?", "package info {}", "Show package {}", "Which version of {} is in Debian?",
+    "I want to install {}, is it in Debian?", "Check the Debian archive for {}", "Search packages for {}",
+    "Find the Debian package named {}", "Is {} in the Debian archive?", "What does the {} package contain?",
+    "Look up {} for me", "Debian package {}", "Tell me about {} in Debian", "apt package {}",
+    "Get me the package {}", "Has Debian got {}?",
 ]
 PACKAGE_HELDOUT = [
     "Give me information on the Debian package {}.", "Which package provides {}?",
@@ -111,7 +138,26 @@ OTHER_TRAIN = [
     "Recommend a good book", "What is a kernel?", "Say something nice", "How do I boil an egg?",
     "What does the BSD license allow?", "Never mind", "Can you sing?", "What is the speed of light?",
     "Explain recursion", "How many legs does a spider have?", "What year is it?",
+    "Hi", "Thank you!", "Bye", "Good morning", "Cool, thanks", "That's all for now", "See you later",
+    "Great job", "Sorry, wrong question", "Can you help me?", "What can you do?", "Are you a robot?",
+    "Stop", "Cancel that", "Nothing else", "What is love?", "Tell me a story", "Write a haiku",
+    "Who won the last world cup?", "What is the meaning of life?", "Do you like music?",
+    "Count to ten", "Spell the word apple", "What is the square root of 81?", "Name three colours",
 ]
+# Off-topic questions built from a pattern and a subject: many answers of [] in many forms.
+OTHER_PATTERNS = ["What is {}?", "Tell me about {}", "Explain {} to me", "Why does {} matter?",
+                  "Define {}", "Give me a fact about {}", "I'd like to learn about {}",
+                  "Write a sentence about {}", "What do you think of {}?", "Is {} interesting?"]
+OTHER_SUBJECTS = ["the moon", "the internet", "a volcano", "a linked list", "free software", "the GPL",
+                  "a compiler", "a hash table", "the ocean", "the Roman empire", "the stock market",
+                  "a black hole", "a sonnet", "the piano", "a database"] + \
+    "photosynthesis gravity democracy jazz chess poetry algebra coffee football bees vaccines friendship Linux encryption sleep dinosaurs".split()
+OTHER_TRAIN = OTHER_TRAIN + [p.format(x) for p in OTHER_PATTERNS for x in OTHER_SUBJECTS]
+# Training queries are also dressed: an opening, a closing, or the first letter in lower case.
+OPENINGS = ["Hey, ", "Hi, ", "Please ", "Quick question: ", "Hello! ", "OK, ", "Excuse me, ",
+            "Assistant, ", "So, ", "Um, "]
+CLOSINGS = [" please", ", thanks", ", thank you", " right now", " now", "!", " asap", " for me"]
+
 OTHER_HELDOUT = [
     "Describe the colour blue", "Who invented the telephone?", "Okay, thank you very much",
     "What is your favourite food?", "Explain how a bicycle works", "Is a tomato a fruit?",
@@ -133,23 +179,65 @@ def synthetic_name(rng, capital):
     return w.capitalize() if capital else w
 
 
+def synthetic_package(rng):
+    return (rng.choice(["lib", "", "python3-", "golang-"]) + synthetic_name(rng, False) +
+            rng.choice(["", "-dev", "-utils", "2", "-tools", ""]))
+
+
+def fresh_value(rng, kind):
+    """A newly built city or package name that is not held out: with names of the moment,
+    no small list of training values can be memorised, so a model must copy from the query."""
+    while True:
+        v = synthetic_name(rng, True) if kind == "weather" else synthetic_package(rng)
+        if not is_heldout(v, 6):
+            return v
+
+
 def values(rng):
     """(train, heldout) lists of cities, packages and minutes."""
     cities = list(CITIES) + [synthetic_name(rng, True) for _ in range(300)]
-    packages = list(PACKAGES) + [
-        rng.choice(["lib", "", "python3-", "golang-"]) + synthetic_name(rng, False) +
-        rng.choice(["", "-dev", "-utils", "2", "-tools", ""]) for _ in range(300)]
+    packages = list(PACKAGES) + [synthetic_package(rng) for _ in range(300)]
     minutes = list(range(1, 241))
     split = lambda xs, m: ([x for x in xs if not is_heldout(x, m)], [x for x in xs if is_heldout(x, m)])
     return {"weather": split(sorted(set(cities)), 6), "timer": split(minutes, 6),
             "package": split(sorted(set(packages)), 6)}
 
 
-def example(rng, tools, kind, phrasings, vals):
+def dress(rng, query, value):
+    """Half the training queries as they are; the others with an opening, a closing (before
+    the final punctuation), or both, or the first letter in lower case. The value is never
+    touched."""
+    choice = rng.randrange(8)
+    if choice < 4:
+        return query
+    first_word = query.split(" ")[0]
+    lower_ok = not (value is not None and query.startswith(str(value))) and \
+        first_word not in ("I", "I'm", "I'd")
+    if choice == 4:
+        return query[0].lower() + query[1:] if lower_ok else query
+    if choice in (5, 7):
+        body = query.rstrip("?.!")
+        end = query[len(body):]
+        closing = rng.choice(CLOSINGS)
+        query = body + closing + ("" if closing.endswith("!") else end)
+    if choice in (6, 7):
+        query = rng.choice(OPENINGS) + (query[0].lower() + query[1:] if lower_ok else query)
+    return query
+
+
+def example(rng, tools, kind, phrasings, vals, dressed, fresh=False):
+    """One row of `kind`: a dressed query or not; with `fresh`, half its cities and package
+    names are newly built (training rows only: a fresh value is never a held-out one)."""
     if kind == "other":
-        return {"query": rng.choice(phrasings["other"]), "tools": tools, "answers": []}
-    v = rng.choice(vals[kind])
+        q = rng.choice(phrasings["other"])
+        return {"query": dress(rng, q, None) if dressed else q, "tools": tools, "answers": []}
+    if fresh and kind != "timer" and rng.randrange(2):
+        v = fresh_value(rng, kind)
+    else:
+        v = rng.choice(vals[kind])
     q = rng.choice(phrasings[kind]).format(v)
+    if dressed:
+        q = dress(rng, q, v)
     name, arg = {"weather": ("get_weather", "city"), "timer": ("set_timer", "minutes"),
                  "package": ("find_package", "name")}[kind]
     return {"query": q, "tools": tools, "answers": [{"name": name, "arguments": {arg: v}}]}
@@ -216,10 +304,11 @@ def main():
               "other": OTHER_HELDOUT}
     kinds = ["weather", "timer", "package"] * 2 + ["other"]
     sets = {
-        "train.jsonl": [example(rng, tools, rng.choice(kinds), train_p, train_vals) for _ in range(a.train)],
-        "heldout-values.jsonl": [example(rng, tools, rng.choice(kinds), train_p, held_vals)
+        "train.jsonl": [example(rng, tools, rng.choice(kinds), train_p, train_vals, True, True)
+                        for _ in range(a.train)],
+        "heldout-values.jsonl": [example(rng, tools, rng.choice(kinds), train_p, held_vals, True)
                                  for _ in range(a.heldout)],
-        "heldout-phrasings.jsonl": [example(rng, tools, rng.choice(kinds), held_p, held_vals)
+        "heldout-phrasings.jsonl": [example(rng, tools, rng.choice(kinds), held_p, held_vals, False)
                                     for _ in range(a.heldout)],
     }
     os.makedirs(os.path.join(a.out, "pretrain"), exist_ok=True)
@@ -236,7 +325,7 @@ def main():
     shard, n = "", 0
     while convs or shard:
         shard += convs.pop(0) if convs else conversation(
-            [example(rng, tools, rng.choice(kinds), train_p, train_vals)])
+            [example(rng, tools, rng.choice(kinds), train_p, train_vals, True, True)])
         if (len(shard.encode()) > 900_000 or not convs) and not held_out_by_corpus(shard):
             write_atomically(os.path.join(a.out, "pretrain", "%02d.txt" % n), shard)
             shard, n = "", n + 1

@@ -46,8 +46,15 @@ def value(row):
     return next(iter(row["answers"][0]["arguments"].values())) if row["answers"] else None
 
 
-def template_regex(template):
-    return re.compile("^" + re.escape(template).replace(r"\{\}", "(.+)") + "$")
+def template_regex(template, value):
+    """A training template filled with `value` as the generator may dress it: an opening, a
+    closing before the final punctuation, the first letter in either case."""
+    body = template.rstrip("?.!")
+    alternatives = lambda xs: "(?:" + "|".join(re.escape(x) for x in xs) + ")?"
+    pattern = re.escape(body).replace(r"\{\}", re.escape(str(value)))
+    pattern = "(?i:" + pattern[0] + ")" + pattern[1:] if body[0].isalpha() else pattern
+    return re.compile("^" + alternatives(tool_call_data.OPENINGS) + pattern +
+                      alternatives(tool_call_data.CLOSINGS) + "[?.!]*$")
 
 
 with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
@@ -71,11 +78,19 @@ for name, held in (("heldout-values", held_values), ("heldout-phrasings", held_p
         check(v is None or v not in train_values, "%s: value %r is also a training value" % (name, v))
         check(v is None or str(v) in r["query"], "%s: value %r is not in its query" % (name, v))
 
-train_templates = [template_regex(t) for t in tool_call_data.WEATHER_TRAIN + tool_call_data.TIMER_TRAIN +
-                   tool_call_data.PACKAGE_TRAIN] + [re.compile("^" + re.escape(q) + "$")
-                                                    for q in tool_call_data.OTHER_TRAIN]
+TRAIN_TEMPLATES = (tool_call_data.WEATHER_TRAIN + tool_call_data.TIMER_TRAIN + tool_call_data.PACKAGE_TRAIN +
+                   tool_call_data.OTHER_TRAIN)
+
+
+def is_training_phrasing(row):
+    return any(template_regex(t, value(row)).match(row["query"]) for t in TRAIN_TEMPLATES)
+
+
+# Every training query is a dressed training template (so the check below can fail).
+check(all(is_training_phrasing(r) for r in train[:300] + held_values),
+      "a training query that no training template explains")
 for r in held_phrasings:
-    check(not any(t.match(r["query"]) for t in train_templates),
+    check(not is_training_phrasing(r),
           "held-out phrasing %r matches a training phrasing" % r["query"])
 check({r["query"] for r in held_phrasings}.isdisjoint({r["query"] for r in train}),
       "a held-out phrasing's query is also a training query")
