@@ -88,11 +88,11 @@ case "$MODE" in
     # a valid call list all the same (docs/tool-calls.md).
     echo "== cact-run tool call (grammar-constrained; --json for reasoning, confidence, timings)"
     "$B/cact-run" "$REF" --tools docs/reference-model/tools.json --query "What is the weather in Oslo?" -n 48
-    # The tool-calling model copies values from the query: "Vorvormi" and "python3-linmarpel"
+    # The tool-calling model copies values from the query: "Gorloquin" and "python3-linmarpel"
     # are held out of its training (docs/reference-model/tool-call-training.md).
     CALLS=docs/reference-model/toolcall.cact
     echo "== cact-run tool calls on $CALLS (values it never saw in training)"
-    "$B/cact-run" "$CALLS" --tools docs/reference-model/tools.json --query "Is it windy in Vorvormi?"
+    "$B/cact-run" "$CALLS" --tools docs/reference-model/tools.json --query "Is it windy in Gorloquin?"
     "$B/cact-run" "$CALLS" --tools docs/reference-model/tools.json --query "Do we have python3-linmarpel in Debian?"
     ;;
   test)
