@@ -1,6 +1,7 @@
 #include "engine/probe_heads.h"
 
 #include <cmath>
+#include <unordered_map>
 
 #include "absl/strings/str_format.h"
 #include "engine/ops.h"
@@ -23,16 +24,23 @@ absl::Status BuildCells(const Model& model, std::span<const int32_t> tokens,
   const uint32_t d = model.d_model(), L = model.num_layers();
   const size_t T = tokens.size();
   if (absl::Status st = CheckHiddenSize(model, T, hidden); !st.ok()) return st;
-  embeddings->assign(T * d, 0.0f);
-  const float scale = std::sqrt(float(d));
+  // One scaled embedding row per distinct token (decoding a row is the costly part).
+  std::unordered_map<int32_t, size_t> row_of;
   for (size_t t = 0; t < T; ++t) {
     if (tokens[t] < 0 || uint32_t(tokens[t]) >= model.vocab())
       return absl::InvalidArgumentError(absl::StrFormat("probe heads: bad token %d", tokens[t]));
-    if (tokens[t] == pad_id) continue;
-    float* e = &(*embeddings)[t * d];
-    model.embedding().DequantizeRow(uint32_t(tokens[t]), e);
+    if (tokens[t] != pad_id) row_of.emplace(tokens[t], row_of.size());
+  }
+  embeddings->assign(row_of.size() * d, 0.0f);
+  const float scale = std::sqrt(float(d));
+  for (const auto& [token, row] : row_of) {
+    float* e = &(*embeddings)[row * d];
+    model.embedding().DequantizeRow(uint32_t(token), e);
     for (uint32_t i = 0; i < d; ++i) e[i] *= scale;
-    cells->push_back(e);
+  }
+  for (size_t t = 0; t < T; ++t) {
+    if (tokens[t] == pad_id) continue;
+    cells->push_back(&(*embeddings)[row_of.at(tokens[t]) * d]);
     for (uint32_t l = 0; l < L; ++l)
       cells->push_back(
           &hidden[(layout == HiddenLayout::kByLayer ? size_t(l) * T + t : t * L + l) * d]);
@@ -119,25 +127,37 @@ absl::StatusOr<ProbeBlock> PoolProbeBlock(const Model& model, std::span<const in
     return st;
   const uint32_t d = model.d_model();
   const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
+  // Every probe of every head, so that each cell is read once per pass (the cells of a long
+  // prompt do not stay in cache; the probes and their sums do). Each probe's arithmetic and
+  // its order over the cells are those of one probe at a time.
   ProbeBlock block;
-  std::vector<float> score(cells.size());
-  for (const ProbeHeadWeights& head : model.probe_heads()) {
-    std::vector<ProbeBlock::Probe>& probes = block.heads.emplace_back(head.spec.probes);
+  std::vector<const float*> probe_vectors;
+  std::vector<ProbeBlock::Probe*> pools;
+  for (const ProbeHeadWeights& head : model.probe_heads())
+    block.heads.emplace_back(head.spec.probes);
+  for (size_t h = 0; h < block.heads.size(); ++h) {
+    const ProbeHeadWeights& head = model.probe_heads()[h];
     for (uint32_t p = 0; p < head.spec.probes; ++p) {
-      ProbeBlock::Probe& b = probes[p];
-      b.acc.assign(d, 0.0f);
-      const float* probe = &head.probes[size_t(p) * d];
-      for (size_t c = 0; c < cells.size(); ++c) {
-        score[c] = ops::Dot(cells[c], probe, d) * inv_sqrt_d;
-        b.max = std::max(b.max, score[c]);
-      }
-      for (size_t c = 0; c < cells.size(); ++c) {
-        const float e = std::exp(score[c] - b.max);
-        b.sum += e;
-        for (uint32_t i = 0; i < d; ++i) b.acc[i] += e * cells[c][i];
-      }
+      probe_vectors.push_back(&head.probes[size_t(p) * d]);
+      pools.push_back(&block.heads[h][p]);
+      pools.back()->acc.assign(d, 0.0f);
     }
   }
+  const size_t P = pools.size();
+  std::vector<float> score(cells.size() * P);
+  for (size_t c = 0; c < cells.size(); ++c)
+    for (size_t p = 0; p < P; ++p) {
+      float& s = score[c * P + p];
+      s = ops::Dot(cells[c], probe_vectors[p], d) * inv_sqrt_d;
+      pools[p]->max = std::max(pools[p]->max, s);
+    }
+  for (size_t c = 0; c < cells.size(); ++c)
+    for (size_t p = 0; p < P; ++p) {
+      ProbeBlock::Probe& b = *pools[p];
+      const float e = std::exp(score[c * P + p] - b.max);
+      b.sum += e;
+      for (uint32_t i = 0; i < d; ++i) b.acc[i] += e * cells[c][i];
+    }
   return block;
 }
 
