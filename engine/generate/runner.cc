@@ -280,24 +280,42 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
   const int32_t eos = tokenizer ? tokenizer->eos_id() : 1;
   const int32_t im_end = tokenizer ? tokenizer->PieceToId("<|im_end|>") : -1;
   std::vector<float> last(logits.end() - V, logits.end());
-  Stopwatch decode_clock;
-  for (uint32_t i = 0; i < req.max_new_tokens; ++i) {
-    const int32_t next = req.choose_next ? req.choose_next(last) : sampler.Sample(last);
-    if (i == 0) r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
-    if (next < 0) break;
+  // Tokens chosen and not yet fed: a token the logits cannot change joins the next feed.
+  std::vector<int32_t> unfed;
+  auto feed_unfed = [&]() -> absl::Status {
+    if (unfed.empty()) return absl::OkStatus();
+    Stopwatch decode_clock;
+    CACT_RETURN_IF_ERROR(fwd.Feed(unfed, &last, false));
+    r.timings.decode_ms += decode_clock.Millis();
+    r.timings.decode_steps += uint32_t(unfed.size());
+    ++r.timings.decode_feeds;
+    unfed.clear();
+    return absl::OkStatus();
+  };
+  int32_t next = req.max_new_tokens > 0
+                     ? (req.choose_next ? req.choose_next(last) : sampler.Sample(last))
+                     : -1;
+  if (req.max_new_tokens > 0)
+    r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
+  while (next >= 0) {
     if (!req.ignore_eos && (next == eos || (prompt.chat && next == im_end))) {
       r.stopped_by = next;
       break;
     }
     r.generated_ids.push_back(next);
     stream.Add(next);
-    if (i + 1 == req.max_new_tokens || fwd.position() >= model.max_seq_len()) break;
-    decode_clock.Reset();
-    const int32_t tok[1] = {next};
-    CACT_RETURN_IF_ERROR(fwd.Feed(tok, &last, false));
-    r.timings.decode_ms += decode_clock.Millis();
-    ++r.timings.decode_steps;
+    // The last token of the budget or of the context is never fed.
+    if (r.generated_ids.size() == req.max_new_tokens ||
+        fwd.position() + unfed.size() >= model.max_seq_len())
+      break;
+    unfed.push_back(next);
+    next = req.next_without_logits ? req.next_without_logits() : kNeedsLogits;
+    if (next != kNeedsLogits) continue;
+    CACT_RETURN_IF_ERROR(feed_unfed());
+    next = req.choose_next ? req.choose_next(last) : sampler.Sample(last);
   }
+  // Every token chosen before the end was fed, as a step at a time would have.
+  CACT_RETURN_IF_ERROR(feed_unfed());
   stream.Flush();
   r.text = stream.text();
   r.timings.generated_tokens = uint32_t(r.generated_ids.size());
@@ -308,8 +326,10 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     std::vector<int32_t> fed = prompt.ids;
     fed.insert(fed.end(), r.generated_ids.begin(),
                r.generated_ids.begin() + r.timings.decode_steps);
+    Stopwatch probes_clock;
     CACT_ASSIGN_OR_RETURN(r.probes, RunProbeHeads(model, fed, prompt, fwd, pad_id,
                                                   reuse ? req.prefix_reuse : nullptr));
+    r.timings.probes_ms = probes_clock.Millis();
   }
   r.timings.peak_rss_bytes = PeakRssBytes();
   return r;
@@ -330,9 +350,12 @@ std::string TimingLine(const RunResult& r) {
       "prompt %s | prefill %.1f ms (%.1f tok/s)",
       r.path_name, ThreadsText(r.threads), r.window, r.sink, t.load_ms, t.open_ms, t.tokenize_ms,
       Counted(t.prompt_tokens, "token"), t.prefill_ms, t.prefill_tokens_per_s());
-  if (t.generated_tokens)
+  if (t.generated_tokens) {
     s += absl::StrFormat(" | first token %.1f ms | decode %s %.1f tok/s", t.first_token_ms,
                          Counted(t.decode_steps, "step"), t.decode_tokens_per_s());
+    if (t.decode_feeds != t.decode_steps)
+      s += absl::StrFormat(" (in %s)", Counted(t.decode_feeds, "forward call"));
+  }
   s += absl::StrFormat(" | peak RSS %.1f MiB", double(t.peak_rss_bytes) / (1 << 20));
   return s;
 }
@@ -356,8 +379,10 @@ std::string ResultJson(const RunResult& r) {
                   {"first_token_ms", t.first_token_ms},
                   {"generated_tokens", t.generated_tokens},
                   {"decode_steps", t.decode_steps},
+                  {"decode_feeds", t.decode_feeds},
                   {"decode_ms", t.decode_ms},
                   {"decode_tokens_per_s", t.decode_tokens_per_s()},
+                  {"probes_ms", t.probes_ms},
                   {"peak_rss_bytes", t.peak_rss_bytes}};
   if (r.probes) {
     j["probes"]["retrieval"] = r.probes->retrieval;

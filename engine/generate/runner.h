@@ -20,6 +20,9 @@
 
 namespace cact {
 
+// RunRequest::next_without_logits: the choice needs the model's logits.
+inline constexpr int32_t kNeedsLogits = -2;
+
 struct RunRequest {
   std::string model_path;
   std::string path = "auto";  // "fast", "ref", "auto"
@@ -60,6 +63,10 @@ struct RunRequest {
   // When set, picks every generated token from the last logits instead of the sampler (the
   // tool-call grammar: engine/toolcall/tool_call_decoder.h); -1 ends the generation.
   std::function<int32_t(std::span<const float>)> choose_next;
+  // With choose_next: the token after the one just chosen when the logits cannot change it
+  // (-1 ends the generation), else kNeedsLogits. Such runs of tokens are fed in one forward
+  // call instead of a step each: the same tokens, logits and states, fewer weight passes.
+  std::function<int32_t()> next_without_logits;
 
   bool validate = false;  // reference vs `path` (fast by default) on the prompt + decode
   uint32_t validate_steps = 64;
@@ -72,8 +79,10 @@ struct RunRequest {
 struct RunTimings {
   // load_ms = open_ms (map + validate + model view) + the forward path's setup.
   double open_ms = 0, load_ms = 0, tokenize_ms = 0, prefill_ms = 0, first_token_ms = 0,
-         decode_ms = 0;
-  uint32_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0;
+         decode_ms = 0, probes_ms = 0;
+  // decode_steps: generated tokens fed to the model; decode_feeds: the forward calls that
+  // fed them (fewer when the tool-call grammar leaves runs of tokens no choice).
+  uint32_t prompt_tokens = 0, generated_tokens = 0, decode_steps = 0, decode_feeds = 0;
   uint64_t peak_rss_bytes = 0;
   double prefill_tokens_per_s() const;
   double decode_tokens_per_s() const;

@@ -57,6 +57,12 @@ int32_t ToolCallDecoder::NextPlanned() {
 }
 
 int32_t ToolCallDecoder::Next(std::span<const float> logits) {
+  if (std::optional<int32_t> t = NextWithoutLogits()) return *t;
+  return Choose(logits);
+}
+
+std::optional<int32_t> ToolCallDecoder::NextWithoutLogits() {
+  if (choice_pending_) return std::nullopt;
   if (state_.Done() || emitted_ >= options_.max_tokens) return -1;
   if (plan_pos_ < plan_.size()) return NextPlanned();
   Stopwatch clock;
@@ -71,10 +77,10 @@ int32_t ToolCallDecoder::Next(std::span<const float> logits) {
       return Force(std::move(exit));
     }
   }
-  std::vector<int32_t> closing = Completion(state_);
-  if (closing.size() >= remaining) {
+  closing_ = Completion(state_);
+  if (closing_.size() >= remaining) {
     stats_.mask_ms += clock.Millis();
-    return Force(std::move(closing));
+    return Force(std::move(closing_));
   }
 
   masker_.Allowed(state_, &allowed_);
@@ -82,9 +88,20 @@ int32_t ToolCallDecoder::Next(std::span<const float> logits) {
   for (int32_t t = 0; t < int32_t(allowed_.size()); ++t)
     if (allowed_[t]) candidates_.push_back(t);
   ++stats_.masked_steps;
+  stats_.mask_ms += clock.Millis();
+  choice_pending_ = true;
+  if (candidates_.size() > 1) return std::nullopt;
+  ++stats_.only_choices;
+  return Choose({});
+}
+
+int32_t ToolCallDecoder::Choose(std::span<const float> logits) {
+  Stopwatch clock;
+  choice_pending_ = false;
+  const uint32_t remaining = options_.max_tokens - emitted_;
   for (int attempt = 0; attempt < kBudgetRetries && !candidates_.empty(); ++attempt) {
     candidate_logits_.clear();
-    for (int32_t t : candidates_) candidate_logits_.push_back(logits[t]);
+    for (int32_t t : candidates_) candidate_logits_.push_back(logits.empty() ? 0.0f : logits[t]);
     const size_t pick = size_t(sampler_.Sample(candidate_logits_));
     const int32_t t = candidates_[pick];
     GrammarState after = state_;
@@ -97,7 +114,7 @@ int32_t ToolCallDecoder::Next(std::span<const float> logits) {
     candidates_.erase(candidates_.begin() + long(pick));
   }
   stats_.mask_ms += clock.Millis();
-  return Force(std::move(closing));
+  return Force(std::move(closing_));
 }
 
 }  // namespace cact

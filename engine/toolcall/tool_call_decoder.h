@@ -6,6 +6,7 @@
 // forced. So the answer is complete and valid within `max_tokens`, whatever the model does.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@ struct ToolCallDecodeStats {
   double mask_ms = 0;  // computing masks and completions
   uint32_t masked_steps = 0;
   uint32_t forced_tokens = 0;  // written by the budget rules, not chosen by the model
+  uint32_t only_choices = 0;   // masked steps where the grammar allowed one token
 };
 
 class ToolCallDecoder {
@@ -39,6 +41,12 @@ class ToolCallDecoder {
   // The next token given the model's logits for it ([vocab]), or -1 once the answer is
   // complete. The token is already accepted: feed it to the model and call again.
   int32_t Next(std::span<const float> logits);
+  // The next token when it does not depend on the logits: a planned token, the closing
+  // written when nothing else fits, or the only token the grammar allows (drawn through the
+  // sampler all the same, so a seeded run stays the same run). -1 once the answer is
+  // complete; nullopt when the model must choose (then call Next with its logits). A caller
+  // can feed such tokens to the model together, as one short prefill.
+  std::optional<int32_t> NextWithoutLogits();
   bool done() const { return state_.Done(); }
   // The answer's bytes so far (with the tokenizer's leading dummy space, if written).
   const std::string& bytes() const { return bytes_; }
@@ -52,6 +60,9 @@ class ToolCallDecoder {
   void Accept(int32_t token);
   int32_t Force(std::vector<int32_t> plan);  // follow `plan`: its first token now
   int32_t NextPlanned();
+  // Samples among candidates_ (logits empty: the one candidate), redrawing while a choice
+  // could not be finished in the budget.
+  int32_t Choose(std::span<const float> logits);
 
   const VocabularyTrie* trie_;
   TokenMasker masker_;
@@ -60,6 +71,8 @@ class ToolCallDecoder {
   GrammarState state_;
   std::string bytes_;
   std::vector<int32_t> plan_;  // forced tokens still to write
+  std::vector<int32_t> closing_;  // the shortest completion from the state being decided
+  bool choice_pending_ = false;   // candidates_ and closing_ await the model's logits
   size_t plan_pos_ = 0;
   uint32_t emitted_ = 0, think_tokens_ = 0;
   ToolCallDecodeStats stats_;

@@ -218,8 +218,11 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
   run.system.reset();
   run.chat_prompt = std::move(prompt);
   run.probes = model->FindProbeHead(ProbeHead::kConfidence) != nullptr;
-  if (decoder)
+  if (decoder) {
     run.choose_next = [&](std::span<const float> logits) { return decoder->Next(logits); };
+    if (req.feed_choiceless_together)
+      run.next_without_logits = [&] { return decoder->NextWithoutLogits().value_or(kNeedsLogits); };
+  }
   CACT_ASSIGN_OR_RETURN(res.run, RunModel(run));
   res.run.timings.open_ms += open_ms;
   res.run.timings.load_ms += open_ms;
@@ -286,9 +289,12 @@ std::string ToolCallJson(const ToolCallResult& r) {
                   {"prefill_ms", t.prefill_ms},
                   {"decode_ms", t.decode_ms},
                   {"decode_steps", t.decode_steps},
+                  {"decode_feeds", t.decode_feeds},
+                  {"probes_ms", t.probes_ms},
                   {"mask_ms", r.grammar.mask_ms},
                   {"masked_steps", r.grammar.masked_steps},
                   {"forced_tokens", r.grammar.forced_tokens},
+                  {"only_choices", r.grammar.only_choices},
                   {"generated_tokens", t.generated_tokens},
                   {"total_ms", r.total_ms},
                   {"peak_rss_bytes", t.peak_rss_bytes}};

@@ -28,6 +28,9 @@ struct ToolCallRequest {
   uint32_t think_max = 64;
   size_t top_tools = 8;  // the official engine keeps 5 (docs/tool-calls.md)
   std::optional<double> min_confidence;
+  // Runs of tokens the grammar leaves no choice are fed to the model in one call (the same
+  // answer, states and confidence); false feeds a step per token (the tests' oracle).
+  bool feed_choiceless_together = true;
 };
 
 // One declared tool as retrieval saw it.

@@ -161,6 +161,45 @@ TEST(ToolCallRunner, SampledAnswersAreValidOverAThousandSeeds) {
               calls, with_think, forced);
 }
 
+// Tokens the grammar leaves no choice (closings, forced think exits, single allowed tokens)
+// are fed together: the answer, the states the confidence head pools and the sampler's
+// draws are those of a step per token, on both paths and under sampling.
+TEST(ToolCallRunner, ChoicelessTokensFedTogetherGiveTheSameAnswerAndConfidence) {
+  const Json& catalogs = Catalogs();
+  uint32_t steps = 0, feeds = 0, only = 0, runs = 0;
+  for (uint64_t seed = 0; seed < 48; ++seed) {
+    const Json& catalog = catalogs[seed % catalogs.size()];
+    const Json& queries = catalog.at("queries");
+    ToolCallRequest req = Request(Fixture(seed % 2 ? "odd" : "tiny", "model.cact"),
+                                  catalog.at("tools"), queries[seed % queries.size()].at("query"));
+    req.run.path = seed % 3 == 0 ? "ref" : "fast";
+    if (seed % 4 != 0) req.run.sampling = {.temperature = 1.2f, .seed = seed};
+    req.run.max_new_tokens = uint32_t(10 + seed % 40);
+    req.think_max = uint32_t(seed % 6);
+    auto together = RunToolCall(req);
+    req.feed_choiceless_together = false;
+    auto stepwise = RunToolCall(req);
+    ASSERT_TRUE(together.ok() && stepwise.ok()) << together.status() << stepwise.status();
+    EXPECT_EQ(together->run.generated_ids, stepwise->run.generated_ids) << "seed " << seed;
+    EXPECT_EQ(together->text, stepwise->text) << "seed " << seed;
+    EXPECT_EQ(together->run.timings.decode_steps, stepwise->run.timings.decode_steps);
+    EXPECT_EQ(stepwise->run.timings.decode_feeds, stepwise->run.timings.decode_steps);
+    ASSERT_EQ(together->confidence.has_value(), stepwise->confidence.has_value());
+    if (together->confidence) {
+      EXPECT_EQ(*together->confidence, *stepwise->confidence) << seed;
+    }
+    steps += together->run.timings.decode_steps;
+    feeds += together->run.timings.decode_feeds;
+    only += together->grammar.only_choices;
+    ++runs;
+  }
+  // The sweep must feed runs together, or it proves nothing.
+  EXPECT_LT(feeds + runs, steps);
+  EXPECT_GT(only, 0u);
+  std::printf("  %u runs: %u tokens fed in %u calls (%u single-choice tokens)\n", runs, steps,
+              feeds, only);
+}
+
 // Free decoding: the answer's verdict (the grammar read back) agrees with the validator's,
 // and a random model does write invalid answers, so the check is not vacuous.
 TEST(ToolCallRunner, FreeDecodingVerdictAgreesWithTheValidator) {
