@@ -1,6 +1,8 @@
 #include "engine/probe_heads.h"
 
+#include <algorithm>
 #include <cmath>
+#include <thread>
 #include <unordered_map>
 
 #include "absl/strings/str_format.h"
@@ -96,6 +98,29 @@ void Store(const ProbeHeadWeights& head, std::vector<float> y, ProbeOutputs* out
   }
 }
 
+// Pools probes [p0, p1) over every cell, each cell read once per pass (the cells of a long
+// prompt do not stay in cache; the probes and their sums do). Each probe's arithmetic and
+// its order over the cells are those of one probe at a time.
+void PoolProbes(const std::vector<const float*>& cells, const std::vector<const float*>& probes,
+                const std::vector<ProbeBlock::Probe*>& pools, size_t p0, size_t p1, uint32_t d) {
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
+  const size_t n = p1 - p0;
+  std::vector<float> score(cells.size() * n);
+  for (size_t c = 0; c < cells.size(); ++c)
+    for (size_t p = p0; p < p1; ++p) {
+      float& s = score[c * n + (p - p0)];
+      s = ops::Dot(cells[c], probes[p], d) * inv_sqrt_d;
+      pools[p]->max = std::max(pools[p]->max, s);
+    }
+  for (size_t c = 0; c < cells.size(); ++c)
+    for (size_t p = p0; p < p1; ++p) {
+      ProbeBlock::Probe& b = *pools[p];
+      const float e = std::exp(score[c * n + (p - p0)] - b.max);
+      b.sum += e;
+      for (uint32_t i = 0; i < d; ++i) b.acc[i] += e * cells[c][i];
+    }
+}
+
 }  // namespace
 
 absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<const int32_t> tokens,
@@ -119,17 +144,13 @@ absl::StatusOr<ProbeOutputs> ComputeProbeHeads(const Model& model, std::span<con
 
 absl::StatusOr<ProbeBlock> PoolProbeBlock(const Model& model, std::span<const int32_t> tokens,
                                           std::span<const float> hidden, int32_t pad_id,
-                                          HiddenLayout layout) {
+                                          HiddenLayout layout, int threads) {
   std::vector<float> embeddings;
   std::vector<const float*> cells;
   if (absl::Status st = BuildCells(model, tokens, hidden, pad_id, layout, &embeddings, &cells);
       !st.ok())
     return st;
   const uint32_t d = model.d_model();
-  const float inv_sqrt_d = 1.0f / std::sqrt(float(d));
-  // Every probe of every head, so that each cell is read once per pass (the cells of a long
-  // prompt do not stay in cache; the probes and their sums do). Each probe's arithmetic and
-  // its order over the cells are those of one probe at a time.
   ProbeBlock block;
   std::vector<const float*> probe_vectors;
   std::vector<ProbeBlock::Probe*> pools;
@@ -143,21 +164,19 @@ absl::StatusOr<ProbeBlock> PoolProbeBlock(const Model& model, std::span<const in
       pools.back()->acc.assign(d, 0.0f);
     }
   }
+  // Probes are independent: threads take contiguous shares of them (the same bits for any
+  // count), when the block is big enough to pay for starting one.
   const size_t P = pools.size();
-  std::vector<float> score(cells.size() * P);
-  for (size_t c = 0; c < cells.size(); ++c)
-    for (size_t p = 0; p < P; ++p) {
-      float& s = score[c * P + p];
-      s = ops::Dot(cells[c], probe_vectors[p], d) * inv_sqrt_d;
-      pools[p]->max = std::max(pools[p]->max, s);
-    }
-  for (size_t c = 0; c < cells.size(); ++c)
-    for (size_t p = 0; p < P; ++p) {
-      ProbeBlock::Probe& b = *pools[p];
-      const float e = std::exp(score[c * P + p] - b.max);
-      b.sum += e;
-      for (uint32_t i = 0; i < d; ++i) b.acc[i] += e * cells[c][i];
-    }
+  const size_t work = cells.size() * P * d;
+  const size_t n = std::clamp<size_t>(work >= (size_t(1) << 20) ? size_t(threads) : 1, 1,
+                                      std::max<size_t>(P, 1));
+  auto share = [&](size_t k) {
+    PoolProbes(cells, probe_vectors, pools, P * k / n, P * (k + 1) / n, d);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < n; ++k) helpers.emplace_back(share, k);
+  share(0);
+  for (std::thread& t : helpers) t.join();
   return block;
 }
 

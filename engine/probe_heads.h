@@ -44,10 +44,11 @@ struct ProbeBlock {
 };
 
 // The pool of tokens[i] / hidden row i (T = tokens.size() rows, layout as above); a block of
-// padding only pools nothing (max -inf).
+// padding only pools nothing (max -inf). `threads` share the probes: the same bits for any
+// count.
 absl::StatusOr<ProbeBlock> PoolProbeBlock(const Model& model, std::span<const int32_t> tokens,
                                           std::span<const float> hidden, int32_t pad_id,
-                                          HiddenLayout layout);
+                                          HiddenLayout layout, int threads = 1);
 absl::StatusOr<ProbeOutputs> FinishProbeBlocks(const Model& model,
                                                std::span<const ProbeBlock> blocks);
 

@@ -104,9 +104,10 @@ absl::StatusOr<PrefixReuse::Source> PrefixReuse::Start(std::span<const int32_t> 
     ByteWriter w;
     w.Put(uint8_t(pooled));
     if (pooled) {
-      CACT_ASSIGN_OR_RETURN(const ProbeBlock pool,
-                            PoolProbeBlock(*e.model, prefix, e.forward->hidden_by_position(),
-                                           *probe_pad, HiddenLayout::kByPosition));
+      CACT_ASSIGN_OR_RETURN(
+          const ProbeBlock pool,
+          PoolProbeBlock(*e.model, prefix, e.forward->hidden_by_position(), *probe_pad,
+                         HiddenLayout::kByPosition, e.options.threads));
       state_bytes::PutProbeBlock(w, pool);
     }
     CACT_ASSIGN_OR_RETURN(std::string bytes, e.forward->StateBytes(*state, !pooled));

@@ -144,8 +144,8 @@ int ThreadsFor(const RunRequest& req, const std::string& path, const Model& mode
 // as two blocks in every run, so a prefix restored from a prompt cache (which keeps the
 // prefix's pool, not its lane means) gives the same bits as one fed here.
 absl::StatusOr<ProbeOutputs> RunProbeHeads(const Model& model, std::span<const int32_t> fed,
-                                           const Prompt& prompt, const Forward& fwd,
-                                           int32_t pad_id, const PrefixReuse* reuse) {
+                                           const Prompt& prompt, const Forward& fwd, int32_t pad_id,
+                                           const PrefixReuse* reuse, int threads) {
   const std::vector<float>& hidden = fwd.hidden_by_position();
   const size_t P = prompt.tools_prefix, row = size_t(model.num_layers()) * model.d_model();
   if (!prompt.chat || P == 0 || P >= fed.size()) {
@@ -155,9 +155,9 @@ absl::StatusOr<ProbeOutputs> RunProbeHeads(const Model& model, std::span<const i
   const size_t first = fwd.hidden_from();
   if (first == 0) {
     if (hidden.size() < P * row) return absl::InternalError("probe heads: the prefix's rows are missing");
-    CACT_ASSIGN_OR_RETURN(blocks[0], PoolProbeBlock(model, fed.first(P),
-                                                    std::span(hidden).first(P * row), pad_id,
-                                                    HiddenLayout::kByPosition));
+    CACT_ASSIGN_OR_RETURN(
+        blocks[0], PoolProbeBlock(model, fed.first(P), std::span(hidden).first(P * row), pad_id,
+                                  HiddenLayout::kByPosition, threads));
   } else if (first == P && reuse && reuse->prefix_pool()) {
     blocks[0] = *reuse->prefix_pool();
   } else {
@@ -165,9 +165,9 @@ absl::StatusOr<ProbeOutputs> RunProbeHeads(const Model& model, std::span<const i
   }
   const size_t skip = (P - first) * row;
   if (hidden.size() < skip) return absl::InternalError("probe heads: rows missing");
-  CACT_ASSIGN_OR_RETURN(blocks[1], PoolProbeBlock(model, fed.subspan(P),
-                                                  std::span(hidden).subspan(skip), pad_id,
-                                                  HiddenLayout::kByPosition));
+  CACT_ASSIGN_OR_RETURN(
+      blocks[1], PoolProbeBlock(model, fed.subspan(P), std::span(hidden).subspan(skip), pad_id,
+                                HiddenLayout::kByPosition, threads));
   return FinishProbeBlocks(model, blocks);
 }
 
@@ -328,7 +328,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
                r.generated_ids.begin() + r.timings.decode_steps);
     Stopwatch probes_clock;
     CACT_ASSIGN_OR_RETURN(r.probes, RunProbeHeads(model, fed, prompt, fwd, pad_id,
-                                                  reuse ? req.prefix_reuse : nullptr));
+                                                  reuse ? req.prefix_reuse : nullptr, r.threads));
     r.timings.probes_ms = probes_clock.Millis();
   }
   r.timings.peak_rss_bytes = PeakRssBytes();

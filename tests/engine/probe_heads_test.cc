@@ -2,6 +2,7 @@
 // float64 numpy oracle (tests/engine/probe_oracle.py) fed the official dequantized weights
 // and hidden states. s1 contains a PAD token, so the mask is exercised.
 #include <fstream>
+#include <random>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,39 @@ TEST(ProbeHeads, MatchNumpyOracleOnOddFixture) {
     EXPECT_EQ(by_position->confidence, own->confidence) << seq;
     EXPECT_NE(fwd->hidden_by_position(), fwd->hidden());  // the layouts do differ
   }
+}
+
+// Threads share a block's probes: the same bits for any count (400 tokens of random lane
+// means: enough work for the threads to start).
+TEST(ProbeHeads, PooledBlocksAreTheSameBitsForAnyThreadCount) {
+  const Model& model = FixtureModel("odd");
+  const size_t T = 400, row = size_t(model.num_layers()) * model.d_model();
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  std::vector<float> hidden(T * row);
+  for (float& v : hidden) v = normal(rng);
+  std::vector<int32_t> tokens(T);
+  for (size_t t = 0; t < T; ++t) tokens[t] = int32_t(rng() % model.vocab());
+  tokens[7] = 0;  // padding, masked out
+  auto one = PoolProbeBlock(model, tokens, hidden, 0, HiddenLayout::kByPosition, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  for (int threads : {2, 3, 16}) {
+    auto many = PoolProbeBlock(model, tokens, hidden, 0, HiddenLayout::kByPosition, threads);
+    ASSERT_TRUE(many.ok()) << many.status();
+    ASSERT_EQ(many->heads.size(), one->heads.size());
+    for (size_t h = 0; h < one->heads.size(); ++h)
+      for (size_t p = 0; p < one->heads[h].size(); ++p) {
+        const ProbeBlock::Probe &a = one->heads[h][p], &b = many->heads[h][p];
+        EXPECT_EQ(a.max, b.max) << threads << " threads, head " << h << " probe " << p;
+        EXPECT_EQ(a.sum, b.sum) << threads << " threads, head " << h << " probe " << p;
+        EXPECT_EQ(a.acc, b.acc) << threads << " threads, head " << h << " probe " << p;
+      }
+  }
+  // And the finished heads equal the one-pass computation up to the blocks' reordering.
+  auto finished = FinishProbeBlocks(model, std::span(&*one, 1));
+  auto direct = ComputeProbeHeads(model, tokens, hidden, 0, HiddenLayout::kByPosition);
+  ASSERT_TRUE(finished.ok() && direct.ok());
+  EXPECT_NEAR(finished->confidence, direct->confidence, 1e-4);
 }
 
 TEST(ProbeHeads, AbsentHeadsAndBadInput) {
