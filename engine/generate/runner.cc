@@ -292,11 +292,12 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     unfed.clear();
     return absl::OkStatus();
   };
-  int32_t next = req.max_new_tokens > 0
-                     ? (req.choose_next ? req.choose_next(last) : sampler.Sample(last))
-                     : -1;
-  if (req.max_new_tokens > 0)
+  auto choose = [&] { return req.choose_next ? req.choose_next(last) : sampler.Sample(last); };
+  int32_t next = -1;
+  if (req.max_new_tokens > 0) {
+    next = choose();
     r.timings.first_token_ms = r.timings.tokenize_ms + r.timings.prefill_ms;
+  }
   while (next >= 0) {
     if (!req.ignore_eos && (next == eos || (prompt.chat && next == im_end))) {
       r.stopped_by = next;
@@ -312,7 +313,7 @@ absl::StatusOr<RunResult> RunModel(const RunRequest& req,
     next = req.next_without_logits ? req.next_without_logits() : kNeedsLogits;
     if (next != kNeedsLogits) continue;
     CACT_RETURN_IF_ERROR(feed_unfed());
-    next = req.choose_next ? req.choose_next(last) : sampler.Sample(last);
+    next = choose();
   }
   // Every token chosen before the end was fed, as a step at a time would have.
   CACT_RETURN_IF_ERROR(feed_unfed());

@@ -91,7 +91,7 @@ std::optional<int32_t> ToolCallDecoder::NextWithoutLogits() {
   stats_.mask_ms += clock.Millis();
   choice_pending_ = true;
   if (candidates_.size() > 1) return std::nullopt;
-  ++stats_.only_choices;
+  stats_.only_choices += candidates_.size();
   return Choose({});
 }
 
