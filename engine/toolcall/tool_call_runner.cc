@@ -197,7 +197,9 @@ absl::StatusOr<ToolCallResult> RunToolCall(const ToolCallRequest& req) {
                         EncodeChatPrompt(tok, kept_json, req.query, system, req.run.chat_template));
   const double tokenize_ms = tokenize_clock.Millis();
   const ToolCallGrammar grammar(std::move(kept_catalog));
-  const VocabularyTrie trie(tok);
+  std::optional<VocabularyTrie> own_trie;
+  if (!req.trie || !req.run.tokenizer) own_trie.emplace(tok);
+  const VocabularyTrie& trie = own_trie ? *own_trie : *req.trie;
   const uint32_t budget = uint32_t(std::min<int64_t>(
       req.run.max_new_tokens, int64_t(model->max_seq_len()) - int64_t(prompt.ids.size())));
   std::optional<ToolCallDecoder> decoder;

@@ -200,6 +200,35 @@ TEST(ToolCallRunner, ChoicelessTokensFedTogetherGiveTheSameAnswerAndConfidence) 
               feeds, only);
 }
 
+// A caller's trie (eval and batch mode build one per model) gives the same answers as the
+// trie a call builds for itself.
+TEST(ToolCallRunner, ACallersTrieGivesTheSameAnswers) {
+  const Json& catalogs = Catalogs();
+  const std::string path = Fixture("tiny", "model.cact");
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Open(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<Tokenizer> tok =
+      Tokenizer::FromBytes((*model)->file().tokenizer_blob(), (*model)->path());
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const VocabularyTrie trie(*tok);
+  for (uint64_t seed = 0; seed < 12; ++seed) {
+    const Json& catalog = catalogs[seed % catalogs.size()];
+    const Json& queries = catalog.at("queries");
+    ToolCallRequest req =
+        Request(path, catalog.at("tools"), queries[seed % queries.size()].at("query"));
+    req.run.sampling = {.temperature = 1.2f, .seed = seed};
+    auto own = RunToolCall(req);
+    req.run.model = model->get();
+    req.run.tokenizer = &*tok;
+    req.trie = &trie;
+    auto shared = RunToolCall(req);
+    ASSERT_TRUE(own.ok() && shared.ok()) << own.status() << shared.status();
+    EXPECT_EQ(own->run.generated_ids, shared->run.generated_ids) << "seed " << seed;
+    EXPECT_EQ(own->text, shared->text) << "seed " << seed;
+    EXPECT_EQ(own->tool_calls, shared->tool_calls) << "seed " << seed;
+  }
+}
+
 // Free decoding: the answer's verdict (the grammar read back) agrees with the validator's,
 // and a random model does write invalid answers, so the check is not vacuous.
 TEST(ToolCallRunner, FreeDecodingVerdictAgreesWithTheValidator) {

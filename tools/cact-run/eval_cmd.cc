@@ -226,6 +226,8 @@ int EvalMain(int argc, char** argv) {
     req.run.model_path = paths[m];
     req.run.model = loaded->model.get();
     req.run.tokenizer = &*loaded->tokenizer;
+    const VocabularyTrie trie(*loaded->tokenizer);
+    req.trie = &trie;
     PrefixReuse reuse;
     if (!no_reuse) req.run.prefix_reuse = &reuse;
     // One model's states (--compare is refused with it): the first model's.

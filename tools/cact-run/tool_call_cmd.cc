@@ -81,6 +81,8 @@ int RunToolCallCommand(const ToolCallCommand& c) {
   if (!tok.ok()) return tools::ReportFailure(kTool, tok.status());
   req.run.model = model->get();
   req.run.tokenizer = &*tok;
+  const VocabularyTrie trie(*tok);
+  req.trie = &trie;
   PrefixReuse prefix_reuse;
   req.run.prefix_reuse = &prefix_reuse;
   std::optional<PromptCache> cache;

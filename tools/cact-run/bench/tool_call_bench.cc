@@ -41,6 +41,7 @@ absl::StatusOr<ToolCallFigures> MeasureToolCalls(const ToolCallBenchOptions& o) 
   CACT_ASSIGN_OR_RETURN(std::unique_ptr<Model> kept, Model::Open(o.model_path));
   CACT_ASSIGN_OR_RETURN(Tokenizer tok,
                         Tokenizer::FromBytes(kept->file().tokenizer_blob(), kept->path()));
+  const VocabularyTrie trie(tok);
   PrefixReuse reuse;
   char file_name[] = "/tmp/cact-bench-prompt-cache-XXXXXX";
   const int fd = mkstemp(file_name);
@@ -54,6 +55,7 @@ absl::StatusOr<ToolCallFigures> MeasureToolCalls(const ToolCallBenchOptions& o) 
     ToolCallRequest w = base;
     w.run.model = model;
     w.run.tokenizer = &tok;
+    w.trie = &trie;
     w.run.prefix_reuse = pr;
     return w;
   };
