@@ -143,15 +143,36 @@ OTHER_TRAIN = [
     "Stop", "Cancel that", "Nothing else", "What is love?", "Tell me a story", "Write a haiku",
     "Who won the last world cup?", "What is the meaning of life?", "Do you like music?",
     "Count to ten", "Spell the word apple", "What is the square root of 81?", "Name three colours",
+    "What's up?", "Nice to meet you", "How old are you?", "Where do you live?", "What's your name?",
+    "Tell me something interesting", "I'm bored", "Let's chat", "Do you dream?", "Make me laugh",
+    "What is the biggest animal?", "How far away is the moon?", "Who painted the Mona Lisa?",
+    "What is the tallest mountain?", "How do plants grow?", "Give me a riddle", "What rhymes with orange?",
+    "Is the earth round?", "How many days are in a year?", "Why is the sky blue?", "Can you keep a secret?",
+    "You are funny", "What should I cook tonight?", "Suggest a name for my cat", "How do I learn to code?",
+    "Recommend a movie", "No thanks", "Yes please", "Maybe later", "I don't know", "Whatever", "Ok",
+    # Requests no declared tool serves, some naming a city or a number: [] all the same.
+    "Book a flight to Paris", "Play the song Yesterday", "Call Anna", "Send a message to Tom",
+    "Turn on the lights", "Order a pizza", "Add milk to my shopping list", "Open the garage door",
+    "Read my emails", "Take a photo", "Show me a map of Berlin", "Translate 20 words into Spanish",
+    "How many people live in London?", "What is 15 times 4?",
 ]
 # Off-topic questions built from a pattern and a subject: many answers of [] in many forms.
 OTHER_PATTERNS = ["What is {}?", "Tell me about {}", "Explain {} to me", "Why does {} matter?",
                   "Define {}", "Give me a fact about {}", "I'd like to learn about {}",
-                  "Write a sentence about {}", "What do you think of {}?", "Is {} interesting?"]
+                  "Write a sentence about {}", "What do you think of {}?", "Is {} interesting?",
+                  "How does {} work?", "Can you tell me about {}?", "Say something about {}",
+                  "What's special about {}?", "Teach me about {}", "Write a poem about {}",
+                  "Do you know anything about {}?", "Any thoughts on {}?", "Give me a summary of {}",
+                  "What's the history of {}?", "Share a fun fact about {}", "I'm curious about {}",
+                  "Help me understand {}", "Talk to me about {}"]
 OTHER_SUBJECTS = ["the moon", "the internet", "a volcano", "a linked list", "free software", "the GPL",
                   "a compiler", "a hash table", "the ocean", "the Roman empire", "the stock market",
                   "a black hole", "a sonnet", "the piano", "a database"] + \
-    "photosynthesis gravity democracy jazz chess poetry algebra coffee football bees vaccines friendship Linux encryption sleep dinosaurs".split()
+    "photosynthesis gravity democracy jazz chess poetry algebra coffee football bees vaccines friendship Linux encryption sleep dinosaurs".split() + \
+    ["the sun", "rainbows", "a bridge", "a guitar", "mathematics", "history", "the human brain", "electricity",
+     "trains", "the French revolution", "prime numbers", "the alphabet", "cats", "dogs", "the Olympics",
+     "robots", "a spreadsheet", "the printing press", "the Nile", "Shakespeare", "origami", "yoga",
+     "a rainforest", "quantum physics", "the immune system", "bread"]
 OTHER_TRAIN = OTHER_TRAIN + [p.format(x) for p in OTHER_PATTERNS for x in OTHER_SUBJECTS]
 # Training queries are also dressed: an opening, a closing, or the first letter in lower case.
 OPENINGS = ["Hey, ", "Hi, ", "Please ", "Quick question: ", "Hello! ", "OK, ", "Excuse me, ",
@@ -302,7 +323,8 @@ def main():
     train_p = {"weather": WEATHER_TRAIN, "timer": TIMER_TRAIN, "package": PACKAGE_TRAIN, "other": OTHER_TRAIN}
     held_p = {"weather": WEATHER_HELDOUT, "timer": TIMER_HELDOUT, "package": PACKAGE_HELDOUT,
               "other": OTHER_HELDOUT}
-    kinds = ["weather", "timer", "package"] * 2 + ["other"]
+    # Two off-topic rows in eleven: refusals in many forms, so a model refuses what it never saw.
+    kinds = ["weather", "timer", "package"] * 3 + ["other"] * 2
     sets = {
         "train.jsonl": [example(rng, tools, rng.choice(kinds), train_p, train_vals, True, True)
                         for _ in range(a.train)],

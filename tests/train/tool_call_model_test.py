@@ -3,8 +3,8 @@
 `cact-run eval` (grammar on, greedy, the fast path, one and two threads) on the held-out-value
 file that docs/reference-model/tool_call_data.py writes with the model's recipe, against the
 figures docs/reference-model/tool-call-training.md reports (every answer valid, every
-off-topic query refused, exact calls at least 75 %: 84 % measured), and the same results on both thread
-counts. Usage: tool_call_model_test.py CACT_RUN SOURCE_DIR"""
+off-topic query refused, exact calls at least 85 %: 89.5 % measured), and the same results on
+both thread counts. Usage: tool_call_model_test.py CACT_RUN SOURCE_DIR"""
 import json
 import os
 import subprocess
@@ -37,7 +37,7 @@ def main():
     assert rate("valid") == 1.0, totals["valid"]
     assert rate("refusals_right") == 1.0 and totals["refusals_right"]["total"] > 10, \
         totals["refusals_right"]
-    assert rate("exact") >= 0.75, totals["exact"]
+    assert rate("exact") >= 0.85, totals["exact"]
     got = [[e["got"] for e in r["per_example"]] for r in results]
     assert got[0] == got[1], "one and two threads answer differently"
     return 0
