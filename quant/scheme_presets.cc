@@ -14,20 +14,23 @@ namespace {
 
 // PPL against the FP32 model on held-out text, measured on the trained reference model
 // (docs/quality.md); "after QAT": weights trained with a quantization-aware phase at the
-// needle widths.
+// needle widths. Exact calls: the tool-calling reference model's float weights (before its
+// quantization-aware phase) built at the preset, on its 200 held-out-value queries.
 // Order: largest to smallest file, like llama-quantize's list.
 constexpr SchemePreset kPresets[] = {
-    {"cq4", "default=4", "every matrix 4-bit: the quality reference", "+0.5% PPL; +0.7% after QAT"},
+    {"cq4", "default=4", "every matrix 4-bit: the quality reference", "+0.5% PPL; +0.7% after QAT",
+     0.880},
     {"attn4", "embedding=4,mhc=4,attn=4,default=2",
      "needle with the attention projections 4-bit (only the engrams 2-bit)",
-     "+3.4% PPL; -0.4% after QAT"},
-    {"cq3", "default=3", "every matrix 3-bit", "+3.0% PPL; +2.0% after QAT"},
+     "+3.4% PPL; -0.4% after QAT", 0.895},
+    {"cq3", "default=3", "every matrix 3-bit", "+3.0% PPL; +2.0% after QAT", 0.875},
     {"needle", kDefaultScheme, "the released mix: embedding and mHC 4-bit, the rest 2-bit",
-     "+5.4% PPL; -0.3% after QAT"},
-    {"cq2", "default=2", "every matrix 2-bit, the embedding too", "+17.3% PPL; +10.0% after QAT"},
+     "+5.4% PPL; -0.3% after QAT", 0.820},
+    {"cq2", "default=2", "every matrix 2-bit, the embedding too", "+17.3% PPL; +10.0% after QAT",
+     0.720},
     {"ternary", "default=1.58",
      "every matrix ternary (codes stored in 2-bit crumbs: the size of cq2)",
-     "+45.4% PPL; +36.1% after QAT"},
+     "+45.4% PPL; +36.1% after QAT", 0.290},
 };
 
 double Megabytes(uint64_t bytes) { return double(bytes) / 1e6; }
@@ -98,12 +101,14 @@ absl::StatusOr<PlannedSize> Needle2Size(const Scheme& scheme) {
 
 absl::StatusOr<std::string> SchemePresetTable() {
   CACT_ASSIGN_OR_RETURN(std::vector<Row> rows, Rows());
-  std::string s = absl::StrFormat("%-8s %-36s %11s %10s  %-28s %s\n", "preset", "scheme",
-                                  "bits/weight", "needle2 MB", "quality cost", "description");
+  std::string s =
+      absl::StrFormat("%-8s %-36s %11s %10s  %-28s %11s  %s\n", "preset", "scheme", "bits/weight",
+                      "needle2 MB", "quality cost", "exact calls", "description");
   for (const Row& r : rows)
-    s += absl::StrFormat("%-8s %-36s %11.4f %10.2f  %-28s %s\n", r.preset->name, r.preset->scheme,
-                         r.size.accounting.payload_bpw, Megabytes(r.size.file_bytes),
-                         r.preset->quality, r.preset->description);
+    s += absl::StrFormat("%-8s %-36s %11.4f %10.2f  %-28s %10.1f%%  %s\n", r.preset->name,
+                         r.preset->scheme, r.size.accounting.payload_bpw,
+                         Megabytes(r.size.file_bytes), r.preset->quality,
+                         100 * r.preset->exact_calls, r.preset->description);
   return s;
 }
 
@@ -111,9 +116,10 @@ absl::StatusOr<std::string> SchemePresetHelp() {
   CACT_ASSIGN_OR_RETURN(std::vector<Row> rows, Rows());
   std::string s = "Presets (--preset NAME; size of the released needle2 geometry):\n";
   for (const Row& r : rows)
-    s += absl::StrFormat("  %-8s %-36s %6.2f MB %.2f bpw  quality: %s\n", r.preset->name,
-                         r.preset->scheme, Megabytes(r.size.file_bytes),
-                         r.size.accounting.payload_bpw, r.preset->quality);
+    s += absl::StrFormat("  %-8s %-36s %6.2f MB %.2f bpw  quality: %s; %.1f%% exact calls\n",
+                         r.preset->name, r.preset->scheme, Megabytes(r.size.file_bytes),
+                         r.size.accounting.payload_bpw, r.preset->quality,
+                         100 * r.preset->exact_calls);
   return s;
 }
 
@@ -126,6 +132,7 @@ absl::StatusOr<nlohmann::ordered_json> SchemePresetJson() {
     p["scheme"] = r.preset->scheme;
     p["description"] = r.preset->description;
     p["quality"] = r.preset->quality;
+    p["exact_calls"] = r.preset->exact_calls;
     p["needle2_file_bytes"] = r.size.file_bytes;
     p["payload_bpw"] = r.size.accounting.payload_bpw;
     p["file_bpw"] = r.size.accounting.file_bpw;

@@ -1,7 +1,7 @@
 // Named bit-width schemes (like llama-quantize's type list): `--preset cq4` instead of
 // `--scheme default=4`. Each preset's size is computed for the released geometry from the
-// same records a build writes, never typed in; its quality cost comes from docs/quality.md
-// (tests/quality/measure_quality.sh measures it on a trained model).
+// same records a build writes, never typed in; its quality cost and tool-call accuracy come
+// from docs/quality.md (tests/quality/measure_quality.sh measures them on trained models).
 #pragma once
 #include <cstdint>
 #include <span>
@@ -21,6 +21,9 @@ struct SchemePreset {
   const char* scheme;       // ParseScheme text
   const char* description;  // one line
   const char* quality;      // measured cost from docs/quality.md
+  // Share of held-out tool calls made exactly by the tool-calling reference model built at
+  // this preset (docs/quality.md, "Tool calls per preset"): perplexity does not rank these.
+  double exact_calls;
 };
 
 std::span<const SchemePreset> SchemePresets();

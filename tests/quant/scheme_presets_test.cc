@@ -35,6 +35,8 @@ TEST(SchemePresets, EveryPresetParsesAndMatchesNeedle2) {
     EXPECT_GT(at_default, 0u) << p.name;
     EXPECT_FALSE(std::string(p.description).empty()) << p.name;
     EXPECT_FALSE(std::string(p.quality).empty()) << p.name;
+    EXPECT_GT(p.exact_calls, 0.0) << p.name;
+    EXPECT_LE(p.exact_calls, 1.0) << p.name;
   }
 }
 

@@ -6,7 +6,7 @@
 //   cact-quant build --checkpoint CKPT.pkl [--lora ADAPTER.pkl] -o OUT.cact
 //                    [--tokenizer F.model | --base BASE.cact] [--scheme S]
 //   cact-quant requant IN.cact {--scheme S | --preset NAME} -o OUT.cact
-//   cact-quant presets [--json]   (named schemes, their needle2 size and quality cost)
+//   cact-quant presets [--json]   (named schemes, their needle2 size, quality cost, exact calls)
 //   cact-quant lora BASE.cact --adapter {DIR,A.safetensors,A.pkl} [--adapter-config C.json]
 //                   [--scheme S | --preset NAME]  (default: the adapter's QAT metadata)
 //                   [--scale X] [--allow-large-update] -o OUT.cact
